@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's two commands:
+#   scripts/dev.sh main   set up, build, run the main job (the fragmentation benchmark)
+#   scripts/dev.sh test   set up, build, run the whole test suite (default build, then
+#                         the address+undefined sanitizer build)
+# Environment: FRAGLESS_SANITIZER_TESTS=0 skips the sanitizer pass of `test` (local use).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+what=${1:-}
+shift || true
+
+build() {
+  local preset=$1
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset"
+}
+
+case "$what" in
+  main)
+    bash scripts/setup.sh
+    build default
+    exec scripts/with-simcuda build/default/bench/fragless-bench main "$@"
+    ;;
+  test)
+    bash scripts/setup.sh
+    build default
+    ctest --preset default "$@"
+    if [ "${FRAGLESS_SANITIZER_TESTS:-1}" != 0 ]; then
+      build asan
+      ctest --preset asan -LE no-sanitizer "$@"
+    fi
+    ;;
+  *)
+    echo "usage: scripts/dev.sh main|test [args...]" >&2
+    exit 2
+    ;;
+esac
