@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up: installs what the build needs and is missing, and nothing else.
-#  - Debian packages: Catch2, spdlog (with fmt), python venv support.
+#  - Debian packages: Catch2, spdlog (with fmt), clang + libFuzzer runtime.
 #  - A project-local virtual environment (.venv) holding the pinned torch wheel,
 #    installed with --no-deps: we load only libc10 / libc10_cuda and the headers.
 # Running it twice does nothing the second time.
@@ -12,7 +12,8 @@ source "$root/scripts/pins.env"
 say() { printf '[setup] %s\n' "$*" >&2; }
 
 need_apt=()
-for pkg in catch2 libspdlog-dev libfmt-dev; do
+# clang-14 + libclang-rt-14-dev: libFuzzer for the parser fuzzers.
+for pkg in catch2 libspdlog-dev libfmt-dev clang-14 libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
