@@ -1,0 +1,102 @@
+// The State singleton: created on first use from the environment (SIMCUDA_DEVICES,
+// SIMCUDA_MEMORY, SIMCUDA_KERNEL_NS, SIMCUDA_AUTO_COMPLETE); see device_state.h.
+#include "device_state.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+
+#include "env_parse.h"
+
+namespace simcuda {
+namespace {
+
+constexpr int kMaxDevices = 16;
+constexpr size_t kMinWindowBytes = size_t{256} << 30;
+constexpr size_t kMaxWindowBytes = size_t{4} << 40;
+
+std::mutex g_state_mutex;
+
+// Note [Device windows]
+// Each device owns one PROT_NONE, MAP_NORESERVE mapping (4x its capacity, at least 256 GiB)
+// that cudaMalloc carves from. Device pointers therefore never alias the host heap, and a
+// freed range goes back to PROT_NONE so a stray host touch faults instead of reading stale
+// bytes. The window costs address space only.
+void map_window(Device& device) {
+  size_t bytes = std::clamp<size_t>(static_cast<size_t>(device.capacity_bytes) * 4, kMinWindowBytes, kMaxWindowBytes);
+  void* base = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    warn("could not reserve the device address window; cudaMalloc will fail");
+    return;
+  }
+  device.window_begin = reinterpret_cast<uintptr_t>(base);
+  device.window_bytes = bytes;
+  device.free_spans.emplace(device.window_begin, bytes);
+}
+
+State* create_state() {
+  auto* created = new State();  // never destroyed: CUDA calls may come from static destructors
+  int device_count = 1;
+  if (auto text = env_string("SIMCUDA_DEVICES")) {
+    auto parsed = parse_unsigned(*text);
+    if (parsed && *parsed >= 1 && *parsed <= kMaxDevices) device_count = static_cast<int>(*parsed);
+    else warn("SIMCUDA_DEVICES='" + *text + "' is not 1..16; using 1");
+  }
+  uint64_t capacity = kDefaultCapacityBytes;
+  if (auto text = env_string("SIMCUDA_MEMORY")) {
+    auto parsed = parse_bytes(*text);
+    if (parsed && *parsed > 0) capacity = *parsed;
+    else warn("SIMCUDA_MEMORY='" + *text + "' is not a byte count (e.g. 16GiB); using 80GiB");
+  }
+  if (auto text = env_string("SIMCUDA_KERNEL_NS")) {
+    auto parsed = parse_unsigned(*text);
+    if (parsed) created->kernel_ns = *parsed;
+    else warn("SIMCUDA_KERNEL_NS='" + *text + "' is not a number; using 1000");
+  }
+  if (auto text = env_string("SIMCUDA_AUTO_COMPLETE")) created->auto_complete = *text != "0";
+  created->devices.resize(static_cast<size_t>(device_count));
+  for (int index = 0; index < device_count; ++index) {
+    Device& device = created->devices[static_cast<size_t>(index)];
+    device.capacity_bytes = capacity;
+    map_window(device);
+    device.legacy_stream = std::make_unique<Stream>();
+    device.legacy_stream->id = created->next_stream_id++;
+    device.legacy_stream->device = index;
+    device.legacy_stream->kind = StreamKind::legacy;
+    created->stream_by_id[device.legacy_stream->id] = device.legacy_stream.get();
+    device.context = std::make_unique<PrimaryContext>();
+    device.context->device = index;
+    device.default_pool = std::make_unique<MemoryPool>();
+    device.default_pool->device = index;
+    device.peer_enabled.assign(static_cast<size_t>(device_count), false);
+  }
+  return created;
+}
+
+thread_local int t_current_device = -1;
+
+}  // namespace
+
+State& state() {
+  static State* instance = create_state();
+  return *instance;
+}
+
+std::unique_lock<std::mutex> lock_state() {
+  state();  // create outside the lock's first acquisition is fine: static init is thread-safe
+  return std::unique_lock<std::mutex>(g_state_mutex);
+}
+
+int current_device() { return t_current_device < 0 ? 0 : t_current_device; }
+bool has_current_context() { return t_current_device >= 0; }
+void set_current_device(int device) { t_current_device = device; }
+
+bool valid_device_locked(int device) {
+  return device >= 0 && device < static_cast<int>(state().devices.size());
+}
+
+PrimaryContext& primary_context_locked(int device) {
+  return *state().devices[static_cast<size_t>(device)].context;
+}
+
+}  // namespace simcuda

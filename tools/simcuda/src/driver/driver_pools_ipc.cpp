@@ -1,0 +1,187 @@
+// Driver API: stream-ordered allocation (one default pool per device) and IPC handles.
+//
+// Note [Simple memory pools]
+// cuMemAllocAsync allocates at once (like cuMemAlloc) and remembers the pool. cuMemFreeAsync
+// enqueues a free op on the stream; the memory is freed when that op completes, i.e. after
+// the stream's earlier work. The race oracle then reports other streams' pending ops that
+// still touch it. Pools keep nothing cached (release threshold is stored, not used), so
+// reserved == used and cuMemPoolTrimTo has nothing to do.
+// IPC handles work within one process: opening returns the exporter's own pointer.
+#include <cstring>
+
+#include "../core/device_memory.h"
+#include "../core/pending_work.h"
+#include "driver_common.h"
+
+using namespace simcuda;
+
+namespace {
+
+MemoryPool* resolve_pool_locked(CUmemoryPool handle) {
+  for (Device& device : state().devices)
+    if (reinterpret_cast<CUmemoryPool>(device.default_pool.get()) == handle) return device.default_pool.get();
+  return nullptr;
+}
+
+CUresult pool_alloc(CUdeviceptr* pointer, size_t bytes, MemoryPool* pool, CUstream handle) {
+  if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (resolve_stream_locked(handle) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  void* allocated = nullptr;
+  CUresult result = device_malloc_locked(pool->device, bytes, true, &allocated);
+  if (result != CUDA_SUCCESS) return result;
+  *pointer = reinterpret_cast<CUdeviceptr>(allocated);
+  pool->used_bytes += find_region_locked(reinterpret_cast<uintptr_t>(allocated))->mapped_bytes;
+  pool->used_high = std::max(pool->used_high, pool->used_bytes);
+  pool->reserved_bytes = pool->used_bytes;
+  pool->reserved_high = std::max(pool->reserved_high, pool->reserved_bytes);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
+  SIMCUDA_DRIVER_ENTER();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice device) {
+  SIMCUDA_DRIVER_ENTER();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return pool_alloc(pointer, bytes, state().devices[static_cast<size_t>(resolved->device)].default_pool.get(), stream);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t bytes, CUmemoryPool pool,
+                                                        CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  MemoryPool* resolved = resolve_pool_locked(pool);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return pool_alloc(pointer, bytes, resolved, stream);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Region* region = find_region_locked(to_address(pointer));
+  if (region == nullptr || region->begin != to_address(pointer) || region->kind != RegionKind::malloc ||
+      region->free_pending)
+    return CUDA_ERROR_INVALID_VALUE;
+  region->free_pending = true;
+  uintptr_t begin = region->begin;
+  launch_locked(*resolved, {}, [begin] {
+    Region* freed = find_region_locked(begin);
+    if (freed == nullptr) return;
+    MemoryPool& pool = *state().devices[static_cast<size_t>(freed->device)].default_pool;
+    if (freed->from_pool) pool.used_bytes -= std::min<uint64_t>(pool.used_bytes, freed->mapped_bytes);
+    pool.reserved_bytes = pool.used_bytes;
+    device_free_locked(reinterpret_cast<void*>(begin));
+  }, "freeAsync", 0);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  SIMCUDA_DRIVER_ENTER();
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  MemoryPool* resolved = resolve_pool_locked(pool);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *static_cast<int*>(value) = 1; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *static_cast<cuuint64_t*>(value) = resolved->release_threshold; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = resolved->reserved_bytes; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = resolved->reserved_high; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = resolved->used_bytes; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = resolved->used_high; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  SIMCUDA_DRIVER_ENTER();
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  MemoryPool* resolved = resolve_pool_locked(pool);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: resolved->release_threshold = *static_cast<cuuint64_t*>(value); return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: resolved->reserved_high = resolved->reserved_bytes; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: resolved->used_high = resolved->used_bytes; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  return resolve_pool_locked(pool) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* descriptors, size_t count) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  if (resolve_pool_locked(pool) == nullptr || (count > 0 && descriptors == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t index = 0; index < count; ++index)
+    if (!valid_device_locked(descriptors[index].location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+constexpr char kIpcMagic[16] = "simcuda-ipc-v1";
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr pointer) {
+  SIMCUDA_DRIVER_ENTER();
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Region* region = find_region_locked(to_address(pointer));
+  if (region == nullptr || region->kind != RegionKind::malloc) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(handle->reserved, 0, sizeof handle->reserved);
+  std::memcpy(handle->reserved, kIpcMagic, sizeof kIpcMagic);
+  std::memcpy(handle->reserved + sizeof kIpcMagic, &region->begin, sizeof region->begin);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pointer, CUipcMemHandle handle, unsigned int) {
+  SIMCUDA_DRIVER_ENTER();
+  if (pointer == nullptr || std::memcmp(handle.reserved, kIpcMagic, sizeof kIpcMagic) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t begin = 0;
+  std::memcpy(&begin, handle.reserved + sizeof kIpcMagic, sizeof begin);
+  auto lock = lock_state();
+  Region* region = find_region_locked(begin);
+  if (region == nullptr || region->begin != begin) return CUDA_ERROR_INVALID_VALUE;
+  ++state().ipc_opened[begin];
+  *pointer = static_cast<CUdeviceptr>(begin);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr pointer) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  auto found = state().ipc_opened.find(to_address(pointer));
+  if (found == state().ipc_opened.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (--found->second == 0) state().ipc_opened.erase(found);
+  return CUDA_SUCCESS;
+}

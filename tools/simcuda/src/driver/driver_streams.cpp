@@ -1,0 +1,244 @@
+// Driver API: streams, events, context synchronization and (no-op) kernel launches, on the
+// pending-work model of core/pending_work (Notes [Vector clocks], [Legacy default stream]).
+// Invariant: a query answers CUDA_ERROR_NOT_READY exactly while the work it names is pending.
+#include <algorithm>
+
+#include "../core/pending_work.h"
+#include "driver_common.h"
+
+using namespace simcuda;
+
+namespace {
+
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -5;
+
+CUresult create_stream(CUstream* out, unsigned int flags, int priority) {
+  if (out == nullptr || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
+  *out = to_handle(create_stream_locked(context_device(), flags, priority));
+  return CUDA_SUCCESS;
+}
+
+float elapsed_ms(CUresult* result, CUevent start_handle, CUevent end_handle) {
+  auto lock = lock_state();
+  Event* start = resolve_event_locked(start_handle);
+  Event* end = resolve_event_locked(end_handle);
+  if (start == nullptr || end == nullptr || ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0) {
+    *result = CUDA_ERROR_INVALID_HANDLE;
+    return 0;
+  }
+  if (!start->recorded || !end->recorded || !event_complete_locked(*start) || !event_complete_locked(*end)) {
+    *result = CUDA_ERROR_NOT_READY;
+    return 0;
+  }
+  *result = CUDA_SUCCESS;
+  return static_cast<float>((static_cast<double>(end->time_ns) - static_cast<double>(start->time_ns)) / 1e6);
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int flags) {
+  SIMCUDA_DRIVER_ENTER();
+  return create_stream(stream, flags, 0);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int priority) {
+  SIMCUDA_DRIVER_ENTER();
+  return create_stream(stream, flags, priority);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  SIMCUDA_DRIVER_ENTER();
+  if (least != nullptr) *least = kLeastPriority;
+  if (greatest != nullptr) *greatest = kGreatestPriority;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  return destroy_stream_locked(stream);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return resolved->pending.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  complete_through_locked(*resolved, resolved->launched);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  Event* waited = resolve_event_locked(event);
+  if (resolved == nullptr || waited == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  wait_event_locked(*resolved, *waited);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetPriority(CUstream stream, int* priority) {
+  SIMCUDA_DRIVER_ENTER();
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *priority = resolved->priority;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetFlags(CUstream stream, unsigned int* flags) {
+  SIMCUDA_DRIVER_ENTER();
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *flags = resolved->flags;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetDevice(CUstream stream, CUdevice* device) {
+  SIMCUDA_DRIVER_ENTER();
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *device = resolved->device;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream stream, unsigned long long* id) {
+  SIMCUDA_DRIVER_ENTER();
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *id = resolved->id;
+  return CUDA_SUCCESS;
+}
+
+// Stream capture is not emulated: no stream is ever capturing.
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  SIMCUDA_DRIVER_ENTER();
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  if (resolve_stream_locked(stream) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus* status,
+                                                          cuuint64_t* id, CUgraph* graph,
+                                                          const CUgraphNode** dependencies,
+                                                          const CUgraphEdgeData** edge_data, size_t* count) {
+  SIMCUDA_DRIVER_ENTER();
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  if (resolve_stream_locked(stream) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (id != nullptr) *id = 0;
+  if (graph != nullptr) *graph = nullptr;
+  if (dependencies != nullptr) *dependencies = nullptr;
+  if (edge_data != nullptr) *edge_data = nullptr;
+  if (count != nullptr) *count = 0;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  complete_device_locked(context_device());
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags) {
+  SIMCUDA_DRIVER_ENTER();
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  auto created = std::make_unique<Event>();
+  created->flags = flags;
+  created->device = context_device();
+  *event = to_handle(created.get());
+  state().events.emplace(static_cast<void*>(created.get()), std::move(created));
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Event* recorded = resolve_event_locked(event);
+  Stream* resolved = resolve_stream_locked(stream);
+  if (recorded == nullptr || resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  record_event_locked(*recorded, *resolved);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Event* recorded = resolve_event_locked(event);
+  Stream* resolved = resolve_stream_locked(stream);
+  if (recorded == nullptr || resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  record_event_locked(*recorded, *resolved);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Event* queried = resolve_event_locked(event);
+  if (queried == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return event_complete_locked(*queried) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  Event* waited = resolve_event_locked(event);
+  if (waited == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  synchronize_event_locked(*waited);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent event) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  return state().events.erase(static_cast<void*>(event)) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventElapsedTime(float* milliseconds, CUevent start, CUevent end) {
+  SIMCUDA_DRIVER_ENTER();
+  if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult result = CUDA_SUCCESS;
+  *milliseconds = elapsed_ms(&result, start, end);
+  return result;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* milliseconds, CUevent start, CUevent end) {
+  SIMCUDA_DRIVER_ENTER();
+  if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult result = CUDA_SUCCESS;
+  *milliseconds = elapsed_ms(&result, start, end);
+  return result;
+}
+
+// Real kernels are not run: a launch is accepted and completes at once.
+SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                                               unsigned int, unsigned int, unsigned int, CUstream stream, void**,
+                                               void**) {
+  SIMCUDA_DRIVER_ENTER();
+  auto lock = lock_state();
+  return resolve_stream_locked(stream) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
