@@ -1,0 +1,72 @@
+// The CUDA boundary: the only interface through which the allocator touches a device.
+// Invariant: nothing above this header includes a CUDA header or calls CUDA; every
+// device operation the allocator performs is one virtual call here, so unit tests can
+// drive the whole allocator with a fake backend and fault injection sees every call.
+// Every method is noexcept and reports failure through `status` (see Note [Backend status]).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fragless::backend {
+
+// Note [Backend status]
+// Device calls fail in two ways the allocator must tell apart: out of memory (the OOM
+// path releases cache and retries) and anything else (reported to the caller as a
+// device error). `not_ready` is only returned by query_event.
+enum class status : std::uint8_t { ok, out_of_memory, not_ready, error };
+
+using stream_handle = void*;    // a cudaStream_t; nullptr is the legacy default stream
+using event_handle = void*;     // a cudaEvent_t
+using physical_handle = std::uint64_t;  // a CUmemGenericAllocationHandle
+
+struct memory_info {
+  std::uint64_t free_bytes = 0;
+  std::uint64_t total_bytes = 0;
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  virtual const char* name() const noexcept = 0;
+  virtual int device_count() noexcept = 0;
+  virtual status get_memory_info(int device, memory_info* info) noexcept = 0;
+  // The device a stream belongs to (nullptr: `fallback_device`).
+  virtual status stream_device(stream_handle stream, int fallback_device, int* device) noexcept = 0;
+  virtual status synchronize_device(int device) noexcept = 0;
+  // Text of the last failure of this thread's calls, for error messages.
+  virtual std::string last_error_text() noexcept = 0;
+
+  // ---- plain segments (cudaMalloc / cudaFree) ----
+  virtual status malloc_segment(int device, std::size_t bytes, void** address) noexcept = 0;
+  virtual status free_segment(int device, void* address) noexcept = 0;
+
+  // ---- virtual memory management (VMM): reserve, create, map, unmap ----
+  virtual bool supports_vmm(int device) noexcept = 0;
+  // Physical allocation granularity (2 MiB on current GPUs).
+  virtual std::size_t vmm_granularity_bytes(int device) noexcept = 0;
+  virtual status reserve_address_range(int device, std::size_t bytes, std::uintptr_t* base) noexcept = 0;
+  virtual status free_address_range(int device, std::uintptr_t base, std::size_t bytes) noexcept = 0;
+  virtual status create_physical(int device, std::size_t bytes, physical_handle* handle) noexcept = 0;
+  virtual status release_physical(int device, physical_handle handle) noexcept = 0;
+  // Maps `handle` at `address` and grants the device read/write access.
+  virtual status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept = 0;
+  virtual status unmap(int device, std::uintptr_t address, std::size_t bytes) noexcept = 0;
+
+  // ---- events (the allocator pools them: see event_pool.hpp) ----
+  virtual status create_event(int device, event_handle* event) noexcept = 0;
+  virtual status destroy_event(int device, event_handle event) noexcept = 0;
+  virtual status record_event(int device, event_handle event, stream_handle stream) noexcept = 0;
+  // ok when complete, not_ready while pending.
+  virtual status query_event(int device, event_handle event) noexcept = 0;
+  virtual status stream_wait_event(int device, stream_handle stream, event_handle event) noexcept = 0;
+};
+
+// The real CUDA backend (cuda_backend.cpp). Never throws; returns nullptr only when the
+// runtime cannot be initialised at all.
+std::unique_ptr<backend> make_cuda_backend();
+
+}  // namespace fragless::backend

@@ -1,0 +1,277 @@
+// The real CUDA backend: the ONLY file of libfragless that includes CUDA headers.
+// Runtime calls (cudaMalloc, events, streams) go through libcudart; VMM calls go through
+// driver entry points obtained with cudaGetDriverEntryPointByVersion, so libfragless
+// never links libcuda directly. Invariant: every call restores the caller's current
+// device (Note [Device guard]) and never throws.
+#include "backend/backend.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
+#include <vector>
+
+namespace fragless::backend {
+namespace {
+
+// Note [Device guard]
+// cudaMalloc, cudaEventCreate and friends act on the calling thread's current device.
+// The allocator serves any device from any thread, so each call that depends on it
+// switches to the wanted device and switches back, leaving the caller's state alone.
+class device_guard {
+ public:
+  explicit device_guard(int device) noexcept {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~device_guard() {
+    int now = -1;
+    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+thread_local std::string last_error;
+
+status from_runtime(cudaError_t error, const char* what) noexcept {
+  if (error == cudaSuccess) return status::ok;
+  if (error == cudaErrorNotReady) {
+    cudaGetLastError();
+    return status::not_ready;
+  }
+  try {
+    last_error = std::string(what) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
+  } catch (...) {
+  }
+  cudaGetLastError();  // clear the sticky-free error so later calls start clean
+  return error == cudaErrorMemoryAllocation ? status::out_of_memory : status::error;
+}
+
+status from_driver(CUresult result, const char* what) noexcept {
+  if (result == CUDA_SUCCESS) return status::ok;
+  try {
+    last_error = std::string(what) + ": CUresult " + std::to_string(static_cast<int>(result));
+  } catch (...) {
+  }
+  return result == CUDA_ERROR_OUT_OF_MEMORY ? status::out_of_memory : status::error;
+}
+
+struct driver_table {
+  PFN_cuMemCreate_v10020 mem_create = nullptr;
+  PFN_cuMemRelease_v10020 mem_release = nullptr;
+  PFN_cuMemAddressReserve_v10020 address_reserve = nullptr;
+  PFN_cuMemAddressFree_v10020 address_free = nullptr;
+  PFN_cuMemMap_v10020 mem_map = nullptr;
+  PFN_cuMemUnmap_v10020 mem_unmap = nullptr;
+  PFN_cuMemSetAccess_v10020 set_access = nullptr;
+  PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 device_attribute = nullptr;
+  bool complete = false;
+};
+
+template <typename F>
+bool load(const char* symbol, F* function) {
+  void* pointer = nullptr;
+  cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &pointer, 12000, cudaEnableDefault, &query) != cudaSuccess ||
+      query != cudaDriverEntryPointSuccess || pointer == nullptr) {
+    cudaGetLastError();
+    return false;
+  }
+  *function = reinterpret_cast<F>(pointer);
+  return true;
+}
+
+CUmemAllocationProp allocation_prop(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+class cuda_backend final : public backend {
+ public:
+  const char* name() const noexcept override { return "cuda"; }
+
+  int device_count() noexcept override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }
+
+  status get_memory_info(int device, memory_info* info) noexcept override {
+    device_guard guard(device);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    status result = from_runtime(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    info->free_bytes = free_bytes;
+    info->total_bytes = total_bytes;
+    return result;
+  }
+
+  status stream_device(stream_handle stream, int fallback_device, int* device) noexcept override {
+    if (stream == nullptr) {
+      *device = fallback_device;
+      return status::ok;
+    }
+    return from_runtime(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), device), "cudaStreamGetDevice");
+  }
+
+  status synchronize_device(int device) noexcept override {
+    device_guard guard(device);
+    return from_runtime(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+
+  std::string last_error_text() noexcept override {
+    try {
+      return last_error;
+    } catch (...) {
+      return {};
+    }
+  }
+
+  status malloc_segment(int device, std::size_t bytes, void** address) noexcept override {
+    device_guard guard(device);
+    return from_runtime(cudaMalloc(address, bytes), "cudaMalloc");
+  }
+
+  status free_segment(int device, void* address) noexcept override {
+    device_guard guard(device);
+    return from_runtime(cudaFree(address), "cudaFree");
+  }
+
+  bool supports_vmm(int device) noexcept override {
+    const driver_table& table = drivers();
+    if (!table.complete) return false;
+    int supported = 0;
+    if (table.device_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
+        CUDA_SUCCESS)
+      return false;
+    return supported != 0;
+  }
+
+  std::size_t vmm_granularity_bytes(int device) noexcept override {
+    const driver_table& table = drivers();
+    std::size_t granularity = 0;
+    CUmemAllocationProp prop = allocation_prop(device);
+    if (!table.complete ||
+        table.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS ||
+        granularity == 0)
+      return std::size_t{2} << 20;
+    return granularity;
+  }
+
+  status reserve_address_range(int device, std::size_t bytes, std::uintptr_t* base) noexcept override {
+    (void)device;
+    CUdeviceptr pointer = 0;
+    status result = from_driver(drivers().address_reserve(&pointer, bytes, 0, 0, 0), "cuMemAddressReserve");
+    *base = static_cast<std::uintptr_t>(pointer);
+    return result;
+  }
+
+  status free_address_range(int device, std::uintptr_t base, std::size_t bytes) noexcept override {
+    (void)device;
+    return from_driver(drivers().address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
+  }
+
+  status create_physical(int device, std::size_t bytes, physical_handle* handle) noexcept override {
+    CUmemAllocationProp prop = allocation_prop(device);
+    CUmemGenericAllocationHandle created = 0;
+    status result = from_driver(drivers().mem_create(&created, bytes, &prop, 0), "cuMemCreate");
+    *handle = static_cast<physical_handle>(created);
+    return result;
+  }
+
+  status release_physical(int device, physical_handle handle) noexcept override {
+    (void)device;
+    return from_driver(drivers().mem_release(static_cast<CUmemGenericAllocationHandle>(handle)), "cuMemRelease");
+  }
+
+  status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept override {
+    const driver_table& table = drivers();
+    status result = from_driver(
+        table.mem_map(static_cast<CUdeviceptr>(address), bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0),
+        "cuMemMap");
+    if (result != status::ok) return result;
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    result = from_driver(table.set_access(static_cast<CUdeviceptr>(address), bytes, &access, 1), "cuMemSetAccess");
+    if (result != status::ok) table.mem_unmap(static_cast<CUdeviceptr>(address), bytes);
+    return result;
+  }
+
+  status unmap(int device, std::uintptr_t address, std::size_t bytes) noexcept override {
+    (void)device;
+    return from_driver(drivers().mem_unmap(static_cast<CUdeviceptr>(address), bytes), "cuMemUnmap");
+  }
+
+  status create_event(int device, event_handle* event) noexcept override {
+    device_guard guard(device);
+    cudaEvent_t created = nullptr;
+    status result = from_runtime(cudaEventCreateWithFlags(&created, cudaEventDisableTiming), "cudaEventCreate");
+    *event = created;
+    return result;
+  }
+
+  status destroy_event(int device, event_handle event) noexcept override {
+    device_guard guard(device);
+    return from_runtime(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy");
+  }
+
+  status record_event(int device, event_handle event, stream_handle stream) noexcept override {
+    device_guard guard(device);
+    return from_runtime(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)),
+                        "cudaEventRecord");
+  }
+
+  status query_event(int device, event_handle event) noexcept override {
+    (void)device;
+    return from_runtime(cudaEventQuery(static_cast<cudaEvent_t>(event)), "cudaEventQuery");
+  }
+
+  status stream_wait_event(int device, stream_handle stream, event_handle event) noexcept override {
+    device_guard guard(device);
+    return from_runtime(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent");
+  }
+
+ private:
+  const driver_table& drivers() noexcept {
+    std::call_once(drivers_loaded_, [this] {
+      driver_table& t = drivers_;
+      t.complete = load("cuMemCreate", &t.mem_create) && load("cuMemRelease", &t.mem_release) &&
+                   load("cuMemAddressReserve", &t.address_reserve) && load("cuMemAddressFree", &t.address_free) &&
+                   load("cuMemMap", &t.mem_map) && load("cuMemUnmap", &t.mem_unmap) &&
+                   load("cuMemSetAccess", &t.set_access) &&
+                   load("cuMemGetAllocationGranularity", &t.granularity) &&
+                   load("cuDeviceGetAttribute", &t.device_attribute);
+    });
+    return drivers_;
+  }
+
+  std::once_flag drivers_loaded_;
+  driver_table drivers_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cuda_backend() {
+  try {
+    return std::make_unique<cuda_backend>();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace fragless::backend

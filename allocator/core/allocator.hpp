@@ -1,0 +1,58 @@
+// The allocator object: one backend, one live-block map, one device_cache per device
+// (created on first use). The public C++ and C APIs are thin wrappers over one global
+// instance; tests may build their own instances (with a fake backend, or other settings).
+// Invariant: a device's cache, once created, lives as long as the allocator.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/device_cache.hpp"
+#include "core/live_block_map.hpp"
+
+namespace fragless::core {
+
+class allocator {
+ public:
+  static constexpr int kMaxDevices = 64;
+
+  allocator(std::unique_ptr<backend::backend> device_backend, const cache_settings& settings);
+  ~allocator();
+  allocator(const allocator&) = delete;
+  allocator& operator=(const allocator&) = delete;
+
+  // @throws out_of_memory_error, invalid_argument_error, device_error
+  void* allocate(std::size_t size_bytes, int device, stream_id stream);
+  // @throws invalid_pointer_error (and changes nothing then)
+  void deallocate(void* pointer);
+  void record_stream(void* pointer, stream_id stream);
+
+  // The device's cache, created on first use. @throws invalid_argument_error, device_error
+  device_cache& device(int device);
+  // Caches created so far (for device == -1 control calls).
+  std::vector<device_cache*> created_devices();
+  backend::backend& device_backend() noexcept { return *backend_; }
+
+ private:
+  [[noreturn]] void throw_invalid_pointer(void* pointer, const char* operation);
+
+  std::unique_ptr<backend::backend> backend_;
+  const cache_settings settings_;
+  live_block_map live_blocks_;
+  std::mutex create_mutex_;
+  std::array<std::atomic<device_cache*>, kMaxDevices> devices_{};
+  std::vector<std::unique_ptr<device_cache>> owned_;
+  int device_count_ = -1;
+};
+
+// The process-wide allocator (real CUDA backend, settings from FRAGLESS_CONF). Created on
+// first use and deliberately never destroyed: CUDA may already be torn down at exit.
+allocator& global_allocator();
+// Settings read from the environment (FRAGLESS_CONF).
+cache_settings settings_from_environment();
+
+}  // namespace fragless::core

@@ -1,0 +1,617 @@
+// One device's allocator: hot paths, pending frees, OOM path, stats and snapshot
+// (see device_cache.hpp for the lock order and Note [Stream reuse]).
+#include "core/device_cache.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+namespace {
+
+std::atomic<std::uint64_t> next_instance_id{1};
+
+// Per-thread cache of the last shards used: (device cache instance, stream) -> shard.
+struct shard_cache_entry {
+  std::uint64_t instance = 0;
+  stream_id stream = nullptr;
+  stream_shard* shard = nullptr;
+};
+thread_local std::array<shard_cache_entry, 4> shard_cache{};
+thread_local unsigned shard_cache_next = 0;
+
+std::string format_bytes(std::uint64_t bytes) {
+  char text[64];
+  if (bytes < 1024) {
+    std::snprintf(text, sizeof text, "%" PRIu64 " bytes", bytes);
+  } else {
+    static const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes) / 1024.0;
+    std::size_t unit = 0;
+    while (value >= 1024.0 && unit + 1 < 4) {
+      value /= 1024.0;
+      ++unit;
+    }
+    std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
+  }
+  return text;
+}
+
+std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
+
+}  // namespace
+
+device_cache::device_cache(backend::backend& device_backend, int device, live_block_map& live_blocks,
+                           const cache_settings& settings)
+    : backend_(device_backend),
+      device_(device),
+      live_blocks_(live_blocks),
+      settings_(settings),
+      instance_id_(next_instance_id.fetch_add(1)),
+      events_(device_backend, device),
+      large_(device_backend, device, events_) {}
+
+device_cache::~device_cache() {
+  // Pending events go back to the pool, which the event_pool destructor destroys.
+  for (pending_large& pending : pending_large_)
+    for (void* event : pending.events) events_.release(event);
+  for (auto& [stream, shard] : shards_)
+    for (pending_object& pending : shard->pending())
+      for (void* event : pending.events) events_.release(event);
+}
+
+void device_cache::initialize() {
+  backend::memory_info info;
+  if (backend_.get_memory_info(device_, &info) != backend::status::ok)
+    throw device_error("fragless: cannot read the memory of device " + std::to_string(device_) + ": " +
+                       backend_.last_error_text());
+  capacity_bytes_ = info.total_bytes;
+  const auto range_bytes = static_cast<std::size_t>(static_cast<double>(capacity_bytes_) * settings_.virtual_range_factor);
+  if (large_.initialize(settings_.use_vmm, range_bytes) != backend::status::ok)
+    throw device_error("fragless: cannot set up device " + std::to_string(device_) + ": " + backend_.last_error_text());
+  large_.set_skip_stream_waits(settings_.unsafe_skip_stream_waits);
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams and shards
+
+void device_cache::check_stream(stream_id stream) {
+  int stream_device = -1;
+  if (backend_.stream_device(stream, device_, &stream_device) != backend::status::ok)
+    throw invalid_argument_error("fragless: cannot tell the device of stream " +
+                                 std::to_string(reinterpret_cast<std::uintptr_t>(stream)) + ": " +
+                                 backend_.last_error_text());
+  if (stream_device != device_)
+    throw invalid_argument_error("fragless: stream " + std::to_string(reinterpret_cast<std::uintptr_t>(stream)) +
+                                 " belongs to device " + std::to_string(stream_device) + ", not to device " +
+                                 std::to_string(device_));
+}
+
+// Hot path: a thread-local lookup, then a shared-locked map lookup.
+stream_shard& device_cache::shard_for(stream_id stream) {
+  for (const shard_cache_entry& entry : shard_cache)
+    if (entry.instance == instance_id_ && entry.stream == stream) return *entry.shard;
+  stream_shard* found = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(shards_mutex_);
+    auto at = shards_.find(stream);
+    if (at != shards_.end()) found = at->second.get();
+  }
+  if (found == nullptr) found = &create_shard(stream);
+  shard_cache[shard_cache_next++ % shard_cache.size()] = {instance_id_, stream, found};
+  return *found;
+}
+
+// Slow path, first use of a stream on this device: checks the stream, adds its shard.
+stream_shard& device_cache::create_shard(stream_id stream) {
+  check_stream(stream);
+  std::unique_lock<std::shared_mutex> lock(shards_mutex_);
+  auto& slot = shards_[stream];
+  if (!slot) slot = std::make_unique<stream_shard>(stream);
+  return *slot;
+}
+
+// ---------------------------------------------------------------------------------------
+// Allocation
+
+void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
+  if (request_bytes == 0) return nullptr;
+  if (request_bytes > capacity_bytes_) {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+      ++stats_.num_ooms;
+    }
+    throw_out_of_memory_locked(request_bytes);
+  }
+  return is_small(request_bytes) ? allocate_small(request_bytes, stream) : allocate_large(request_bytes, stream);
+}
+
+// Hot path (cache hit): one shard lock, the stats lock, one live-map shard lock.
+void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) {
+  stream_shard& shard = shard_for(stream);
+  const std::size_t class_index = class_of(request_bytes);
+  const std::size_t size_bytes = class_size_bytes(class_index);
+  std::uintptr_t address = 0;
+  slab* owner = nullptr;
+  std::uint32_t slot = 0;
+  bool placed = false;
+  std::vector<slab*> surplus;
+  {
+    std::lock_guard<std::mutex> lock(shard.mutex());
+    placed = shard.try_allocate(class_index, &address, &owner, &slot);
+    if (!placed && !shard.pending().empty()) {
+      process_pending_small(shard, false, &surplus);
+      placed = shard.try_allocate(class_index, &address, &owner, &slot);
+    }
+  }
+  if (!surplus.empty()) {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    for (slab* released : surplus) return_slab_locked(shard, released);
+  }
+  if (!placed) {
+    // Slow path: a new slab from the large pool.
+    std::uintptr_t slab_address = 0;
+    {
+      std::lock_guard<std::mutex> lock(device_mutex_);
+      slab_address = place_large_locked(slab_bytes(class_index), request_bytes, stream);
+    }
+    std::unique_ptr<slab> fresh;
+    try {
+      fresh = make_slab(slab_address, class_index);
+      std::lock_guard<std::mutex> lock(shard.mutex());
+      const std::size_t bytes = fresh->bytes;
+      shard.add_slab(std::move(fresh));
+      placed = shard.try_allocate(class_index, &address, &owner, &slot);
+      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+      update(stats_.segment, pool_small, 1);
+      stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
+      stats_.reserved_bytes[pool_large].decrease(as_signed(bytes));
+    } catch (...) {
+      if (fresh) {
+        std::lock_guard<std::mutex> lock(device_mutex_);
+        large_.release(slab_address, fresh->bytes, stream_set(stream));
+      }
+      throw;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    update(stats_.allocation, pool_small, 1);
+    update(stats_.active, pool_small, 1);
+    update(stats_.allocated_bytes, pool_small, as_signed(size_bytes));
+    update(stats_.active_bytes, pool_small, as_signed(size_bytes));
+    update(stats_.requested_bytes, pool_small, as_signed(request_bytes));
+  }
+  try {
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, owner, slot, {}});
+  } catch (...) {
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, owner, slot, {}});
+    throw;
+  }
+  return reinterpret_cast<void*>(address);
+}
+
+void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) {
+  shard_for(stream);  // checks the stream's device once per stream
+  const std::size_t size_bytes = rounded_request_bytes(request_bytes);
+  std::uintptr_t address = 0;
+  {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    address = place_large_locked(size_bytes, request_bytes, stream);
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    update(stats_.allocation, pool_large, 1);
+    update(stats_.active, pool_large, 1);
+    update(stats_.allocated_bytes, pool_large, as_signed(size_bytes));
+    update(stats_.active_bytes, pool_large, as_signed(size_bytes));
+    update(stats_.requested_bytes, pool_large, as_signed(request_bytes));
+  }
+  try {
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, 0, {}});
+  } catch (...) {
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, 0, {}});
+    throw;
+  }
+  return reinterpret_cast<void*>(address);
+}
+
+// Slow path, holds device_mutex_: best fit, then the OOM path of Note [Out of memory].
+// Note [Out of memory]
+// When the device (or the memory-fraction limit) refuses memory: synchronize the device
+// once (counted in num_sync_all_streams), which completes every pending free; give back
+// empty slabs and every cached free page / free segment; retry once (num_alloc_retries).
+// Only then fail (num_ooms) with PyTorch's message shape. Nothing is changed by a failure
+// beyond the cache having been emptied.
+std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::size_t request_bytes,
+                                                stream_id stream) {
+  if (!pending_large_.empty()) process_pending_locked(false);
+  std::uintptr_t address = 0;
+  backend::status result = large_.allocate(size_bytes, stream, &address);
+  if (result == backend::status::out_of_memory) {
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+      ++stats_.num_alloc_retries;
+    }
+    release_cache_locked(0);
+    result = large_.allocate(size_bytes, stream, &address);
+  }
+  account_device_locked();
+  if (result == backend::status::ok) return address;
+  if (result == backend::status::out_of_memory) {
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+      ++stats_.num_ooms;
+    }
+    throw_out_of_memory_locked(request_bytes);
+  }
+  throw device_error("fragless: device " + std::to_string(device_) + " failed to provide " +
+                     format_bytes(size_bytes) + ": " + backend_.last_error_text());
+}
+
+void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
+  backend::memory_info info;
+  if (backend_.get_memory_info(device_, &info) != backend::status::ok) info = {0, capacity_bytes_};
+  std::int64_t allocated = 0;
+  std::int64_t reserved = 0;
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    allocated = stats_.allocated_bytes[pool_all].current;
+    reserved = stats_.reserved_bytes[pool_all].current;
+  }
+  const std::size_t limit = large_.reserved_limit_bytes();
+  std::string hint;
+  if (request_bytes > capacity_bytes_)
+    hint = "The request is larger than the device.";
+  else if (limit != SIZE_MAX && large_.reserved_bytes() + rounded_request_bytes(request_bytes) > limit)
+    hint = "The memory fraction limit of " + format_bytes(limit) + " was reached; raise it with set_memory_fraction.";
+  else
+    hint = "If reserved but unallocated memory is large, memory is fragmented: call empty_cache() or reduce "
+           "the peak of live memory (e.g. a smaller batch).";
+  throw out_of_memory_error(
+      "CUDA out of memory. Tried to allocate " + format_bytes(request_bytes) + ". GPU " + std::to_string(device_) +
+      " has a total capacity of " + format_bytes(info.total_bytes) + " of which " + format_bytes(info.free_bytes) +
+      " is free. Of the allocated memory " + format_bytes(static_cast<std::uint64_t>(allocated)) +
+      " is allocated by fragless, and " + format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, reserved - allocated))) +
+      " is reserved by fragless but unallocated. The largest free block is " +
+      format_bytes(large_.largest_free_reserved_bytes()) + ". " + hint);
+}
+
+// Holds device_mutex_. Folds the large pool's reserved bytes and counters into the stats.
+void device_cache::account_device_locked() noexcept {
+  const std::size_t reserved = large_.reserved_bytes();
+  const std::size_t segments = large_.device_segment_count();
+  const large_pool_counters& now = large_.counters();
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  if (reserved != accounted_reserved_bytes_)
+    update(stats_.reserved_bytes, pool_large, as_signed(reserved) - as_signed(accounted_reserved_bytes_));
+  if (segments != accounted_segments_)
+    update(stats_.segment, pool_large, as_signed(segments) - as_signed(accounted_segments_));
+  stats_.num_device_alloc += now.device_alloc - accounted_counters_.device_alloc;
+  stats_.num_device_free += now.device_free - accounted_counters_.device_free;
+  stats_.num_map += now.map - accounted_counters_.map;
+  stats_.num_unmap += now.unmap - accounted_counters_.unmap;
+  stats_.map_ns += now.map_ns - accounted_counters_.map_ns;
+  stats_.unmap_ns += now.unmap_ns - accounted_counters_.unmap_ns;
+  stats_.num_cross_stream_waits += now.cross_stream_waits - accounted_counters_.cross_stream_waits;
+  accounted_reserved_bytes_ = reserved;
+  accounted_segments_ = segments;
+  accounted_counters_ = now;
+}
+
+// ---------------------------------------------------------------------------------------
+// Free
+
+std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
+  std::vector<void*> events;
+  try {
+    for (stream_id other : block.other_streams.streams()) {
+      if (other == block.stream) continue;
+      void* event = events_.acquire();
+      if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {
+        events_.release(event);
+        event = nullptr;  // completes only with a device synchronization
+      }
+      events.push_back(event);
+    }
+  } catch (...) {
+    events.assign(1, nullptr);
+  }
+  return events;
+}
+
+bool device_cache::events_complete(const std::vector<void*>& events) noexcept {
+  for (void* event : events)
+    if (event == nullptr || backend_.query_event(device_, event) != backend::status::ok) return false;
+  return true;
+}
+
+void device_cache::record_free_stats(const live_block& block, bool deactivate) noexcept {
+  const pool_kind pool = block.owner != nullptr ? pool_small : pool_large;
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  if (!deactivate) {
+    update(stats_.allocation, pool, -1);
+    update(stats_.allocated_bytes, pool, -as_signed(block.size_bytes));
+    update(stats_.requested_bytes, pool, -as_signed(block.requested_bytes));
+    return;
+  }
+  update(stats_.active, pool, -1);
+  update(stats_.active_bytes, pool, -as_signed(block.size_bytes));
+}
+
+void device_cache::free_block(std::uintptr_t address, live_block&& block) noexcept {
+  record_free_stats(block, false);
+  const bool wait_for_uses = !block.other_streams.empty() && !settings_.unsafe_skip_stream_waits &&
+                             block.other_streams.foreign_to(block.stream);
+  std::vector<void*> events;
+  if (wait_for_uses) events = record_use_events(block);
+  if (block.owner != nullptr) {
+    stream_shard* shard = nullptr;
+    {
+      std::shared_lock<std::shared_mutex> lock(shards_mutex_);
+      shard = shards_.at(block.stream).get();
+    }
+    slab* surplus = nullptr;
+    bool pending = false;
+    {
+      std::lock_guard<std::mutex> lock(shard->mutex());
+      try {
+        if (wait_for_uses) {
+          shard->pending().push_back(pending_object{block.owner, block.slot, block.size_bytes, std::move(events)});
+          pending = true;
+        }
+      } catch (...) {
+        // No host memory for the pending entry: fall back to freeing now would be unsafe,
+        // so the object stays unavailable (counted active) until teardown.
+        return;
+      }
+      if (!pending) surplus = shard->free_object(block.owner, block.slot);
+    }
+    if (!pending) record_free_stats(block, true);
+    if (surplus != nullptr) {
+      std::lock_guard<std::mutex> lock(device_mutex_);
+      return_slab_locked(*shard, surplus);
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (wait_for_uses) {
+    try {
+      pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, std::move(events)});
+      return;
+    } catch (...) {
+      return;  // see above: unavailable rather than unsafe
+    }
+  }
+  stream_set streams;
+  try {
+    streams = stream_set(block.stream);
+  } catch (...) {
+  }
+  large_.release(address, block.size_bytes, streams);
+  record_free_stats(block, true);
+}
+
+// Holds device_mutex_ (the slab is already unlinked from its shard's lists).
+void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexcept {
+  std::unique_ptr<slab> owned;
+  {
+    std::lock_guard<std::mutex> lock(shard.mutex());
+    owned = shard.adopt_released(released);
+  }
+  stream_set streams;
+  try {
+    streams = stream_set(shard.stream());
+  } catch (...) {
+  }
+  large_.release(owned->address, owned->bytes, streams);
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  update(stats_.segment, pool_small, -1);
+  stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
+  stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
+}
+
+// Holds device_mutex_.
+void device_cache::process_pending_locked(bool device_synchronized) noexcept {
+  if (device_synchronized) pending_need_sync_ = false;
+  auto keep = pending_large_.begin();
+  for (auto at = pending_large_.begin(); at != pending_large_.end(); ++at) {
+    if (!device_synchronized && !events_complete(at->events)) {
+      if (keep != at) *keep = std::move(*at);
+      ++keep;
+      continue;
+    }
+    for (void* event : at->events) events_.release(event);
+    stream_set streams;
+    if (!device_synchronized) {
+      try {
+        streams = stream_set(at->stream);
+      } catch (...) {
+      }
+    }
+    large_.release(at->address, at->size_bytes, streams);
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    update(stats_.active, pool_large, -1);
+    update(stats_.active_bytes, pool_large, -as_signed(at->size_bytes));
+  }
+  pending_large_.erase(keep, pending_large_.end());
+}
+
+// Holds the shard's mutex. Surplus-empty slabs are unlinked and handed to the caller.
+void device_cache::process_pending_small(stream_shard& shard, bool device_synchronized,
+                                         std::vector<slab*>* surplus) noexcept {
+  auto& pending = shard.pending();
+  auto keep = pending.begin();
+  for (auto at = pending.begin(); at != pending.end(); ++at) {
+    if (!device_synchronized && !events_complete(at->events)) {
+      if (keep != at) *keep = std::move(*at);
+      ++keep;
+      continue;
+    }
+    for (void* event : at->events) events_.release(event);
+    slab* released = shard.free_object(at->owner, at->slot);
+    if (released != nullptr) {
+      try {
+        surplus->push_back(released);
+      } catch (...) {
+      }
+    }
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    update(stats_.active, pool_small, -1);
+    update(stats_.active_bytes, pool_small, -as_signed(at->size_bytes));
+  }
+  pending.erase(keep, pending.end());
+}
+
+// ---------------------------------------------------------------------------------------
+// Cache control
+
+std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  return release_cache_locked(bytes_to_keep);
+}
+
+// Holds device_mutex_. See Note [Out of memory] and Note [Page cache].
+std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexcept {
+  const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
+  if (synchronized) {
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    ++stats_.num_sync_all_streams;
+  }
+  if (synchronized) large_.forget_streams();
+  process_pending_locked(synchronized);
+  std::vector<std::pair<stream_shard*, std::vector<slab*>>> to_return;
+  try {
+    std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::vector<slab*> slabs;
+      std::vector<std::unique_ptr<slab>> empty;
+      {
+        std::lock_guard<std::mutex> lock(shard->mutex());
+        process_pending_small(*shard, synchronized, &slabs);
+        empty = shard->take_empty_slabs();
+      }
+      for (slab* released : slabs) return_slab_locked(*shard, released);
+      for (auto& owned : empty) {
+        large_.release(owned->address, owned->bytes, synchronized ? stream_set() : stream_set(shard->stream()));
+        std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+        update(stats_.segment, pool_small, -1);
+        stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
+        stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
+      }
+    }
+  } catch (...) {
+  }
+  std::size_t released = 0;
+  if (synchronized) {
+    large_.forget_streams();
+    released = large_.release_cached(bytes_to_keep);
+  }
+  account_device_locked();
+  return released;
+}
+
+void device_cache::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0))
+    throw invalid_argument_error("fragless: memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  large_.set_reserved_limit(static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_)));
+}
+
+void device_cache::reset_peak_stats() {
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  stats_.reset_peak();
+}
+
+void device_cache::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  stats_.reset_accumulated();
+}
+
+// ---------------------------------------------------------------------------------------
+// Stats and snapshot
+
+usage_stats device_cache::stats() {
+  // inactive_split is computed from the snapshot: in the packed VMM range, "split" free
+  // space is every free range inside a mapped region that also holds live blocks.
+  device_snapshot snap = snapshot();
+  std::int64_t split_count = 0;
+  std::int64_t split_bytes = 0;
+  for (const segment_info& segment : snap.segments) {
+    if (segment.pool != memory_pool::large) continue;
+    const bool whole_free = segment.blocks.size() == 1 && segment.blocks[0].state == block_state::inactive;
+    if (whole_free) continue;
+    for (const block_info& block : segment.blocks)
+      if (block.state == block_state::inactive) {
+        ++split_count;
+        split_bytes += as_signed(block.size_bytes);
+      }
+  }
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  for (pool_stat* s : {&stats_.inactive_split, &stats_.inactive_split_bytes}) {
+    const std::int64_t value = s == &stats_.inactive_split ? split_count : split_bytes;
+    for (pool_kind pool : {pool_all, pool_large}) {
+      (*s)[pool].current = value;
+      (*s)[pool].peak = std::max((*s)[pool].peak, value);
+    }
+  }
+  return stats_;
+}
+
+device_snapshot device_cache::snapshot() {
+  device_snapshot snap;
+  snap.device = device_;
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  std::vector<reserved_region> regions = large_.reserved_regions();
+  std::map<std::uintptr_t, block_info> large_blocks;  // address order
+  std::map<const slab*, std::vector<block_info>> slab_blocks;
+  live_blocks_.for_each([&](std::uintptr_t address, const live_block& block) {
+    if (block.device != device_) return;
+    block_info info{address, block.size_bytes, block.requested_bytes, block_state::active_allocated, block.stream};
+    if (block.owner != nullptr) slab_blocks[block.owner].push_back(info);
+    else large_blocks.emplace(address, info);
+  });
+  for (const pending_large& pending : pending_large_)
+    large_blocks.emplace(pending.address, block_info{pending.address, pending.size_bytes, 0,
+                                                     block_state::active_pending_free, pending.stream});
+  large_.index().for_each([&](const free_range& range) {
+    // Clip to reserved regions: unmapped address space is not memory.
+    for (const reserved_region& region : regions) {
+      const std::uintptr_t start = std::max(range.address, region.address);
+      const std::uintptr_t end = std::min(range.address + range.size_bytes, region.address + region.size_bytes);
+      if (start < end) large_blocks.emplace(start, block_info{start, end - start, 0, block_state::inactive, nullptr});
+    }
+  });
+  auto block_at = large_blocks.begin();
+  for (const reserved_region& region : regions) {
+    segment_info segment{region.address, region.size_bytes, memory_pool::large, nullptr, {}};
+    while (block_at != large_blocks.end() && block_at->first < region.address) ++block_at;
+    for (auto at = block_at; at != large_blocks.end() && at->first < region.address + region.size_bytes; ++at)
+      segment.blocks.push_back(at->second);
+    snap.segments.push_back(std::move(segment));
+  }
+  std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
+  for (auto& [stream, shard] : shards_) {
+    std::lock_guard<std::mutex> shard_lock(shard->mutex());
+    for (const pending_object& pending : shard->pending())
+      slab_blocks[pending.owner].push_back(block_info{
+          pending.owner->address + std::size_t{pending.slot} * class_size_bytes(pending.owner->class_index),
+          pending.size_bytes, 0, block_state::active_pending_free, shard->stream()});
+    shard->for_each_slab([&](const slab& one) {
+      segment_info segment{one.address, one.bytes, memory_pool::small, shard->stream(), {}};
+      auto found = slab_blocks.find(&one);
+      if (found != slab_blocks.end()) {
+        segment.blocks = std::move(found->second);
+        std::sort(segment.blocks.begin(), segment.blocks.end(),
+                  [](const block_info& a, const block_info& b) { return a.address < b.address; });
+      }
+      snap.segments.push_back(std::move(segment));
+    });
+  }
+  return snap;
+}
+
+}  // namespace fragless::core

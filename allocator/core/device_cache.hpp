@@ -1,0 +1,128 @@
+// The allocator of one device: small pool shards + large pool + pending frees + stats,
+// and the out-of-memory path. The public API (allocator.hpp) routes every call here.
+//
+// Locks, in the only order they may be taken (never the other way round):
+//   device_mutex_ (large pool, pending large frees, shard table writes)
+//     -> a shard's mutex (its slabs and pending small frees)
+//       -> stats_mutex_
+// The small-pool hot path takes one shard mutex and stats_mutex_; it drops the shard
+// mutex before it needs a new slab from the large pool (device_mutex_).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/event_pool.hpp"
+#include "core/large_pool.hpp"
+#include "core/live_block_map.hpp"
+#include "core/small_pool.hpp"
+#include "fragless/fragless.hpp"
+#include "fragless/usage_stats.hpp"
+
+namespace fragless::core {
+
+// Note [Stream reuse]
+// A block freed on stream S is reusable at once by new work on S: S runs its kernels in
+// order. For any other stream T two mechanisms keep reuse safe without blocking the host:
+//  - Free ranges of the large pool remember the streams that freed into them; placing a
+//    block there for T records a pooled event on each of them and makes T wait on it
+//    (cudaStreamWaitEvent). The event, recorded at reuse time, covers all work queued
+//    before the free.
+//  - A block used on other streams too (record_stream) gets, at free, one pooled event
+//    recorded on each of those streams; it stays "pending free" (active) until all of them
+//    completed, checked with cudaEventQuery when an allocation looks for memory, and by
+//    the OOM path and empty_cache after their device synchronization.
+// Small-pool objects are only reused by the stream whose shard owns them; slabs go back
+// to the large pool (and so to other streams) tagged with that stream.
+// Settings.unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
+struct cache_settings {
+  bool use_vmm = true;
+  double virtual_range_factor = 2.0;  // VMM range = factor * device capacity
+  bool unsafe_skip_stream_waits = false;
+};
+
+class device_cache {
+ public:
+  device_cache(backend::backend& device_backend, int device, live_block_map& live_blocks,
+               const cache_settings& settings);
+  ~device_cache();
+  device_cache(const device_cache&) = delete;
+  device_cache& operator=(const device_cache&) = delete;
+
+  // Reads the device's capacity and sets up the large pool. @throws device_error
+  void initialize();
+  int device() const noexcept { return device_; }
+  const char* backend_name() const noexcept { return large_.uses_vmm() ? "vmm" : "cudaMalloc"; }
+
+  // @throws out_of_memory_error, invalid_argument_error, device_error
+  void* allocate(std::size_t request_bytes, stream_id stream);
+  // Frees a block already taken out of the live map (never throws).
+  void free_block(std::uintptr_t address, live_block&& block) noexcept;
+  // Checks that `stream` belongs to this device. @throws invalid_argument_error
+  void check_stream(stream_id stream);
+
+  std::size_t release_cache(std::size_t bytes_to_keep);
+  void set_memory_fraction(double fraction);
+  usage_stats stats();
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  device_snapshot snapshot();
+  std::uint64_t capacity_bytes() const noexcept { return capacity_bytes_; }
+
+ private:
+  stream_shard& shard_for(stream_id stream);
+  stream_shard& create_shard(stream_id stream);
+  void* allocate_small(std::size_t request_bytes, stream_id stream);
+  void* allocate_large(std::size_t request_bytes, stream_id stream);
+  // Slow paths. All hold device_mutex_.
+  std::uintptr_t place_large_locked(std::size_t size_bytes, std::size_t request_bytes, stream_id stream);
+  void process_pending_locked(bool device_synchronized) noexcept;
+  std::size_t release_cache_locked(std::size_t bytes_to_keep) noexcept;
+  void account_device_locked() noexcept;
+  [[noreturn]] void throw_out_of_memory_locked(std::size_t request_bytes);
+  // Holds the shard's mutex.
+  void process_pending_small(stream_shard& shard, bool device_synchronized, std::vector<slab*>* surplus) noexcept;
+  void return_slab_locked(stream_shard& shard, slab* released) noexcept;
+  void record_free_stats(const live_block& block, bool deactivate) noexcept;
+  std::vector<void*> record_use_events(const live_block& block) noexcept;
+  bool events_complete(const std::vector<void*>& events) noexcept;
+
+  backend::backend& backend_;
+  const int device_;
+  live_block_map& live_blocks_;
+  const cache_settings settings_;
+  const std::uint64_t instance_id_;
+  std::uint64_t capacity_bytes_ = 0;
+
+  std::mutex device_mutex_;
+  event_pool events_;
+  large_pool large_;
+  struct pending_large {
+    std::uintptr_t address;
+    std::size_t size_bytes;
+    stream_id stream;
+    std::vector<void*> events;
+  };
+  std::vector<pending_large> pending_large_;
+  bool pending_need_sync_ = false;  // some pending free could not record its events
+
+  std::shared_mutex shards_mutex_;
+  std::unordered_map<stream_id, std::unique_ptr<stream_shard>> shards_;
+
+  std::mutex stats_mutex_;
+  usage_stats stats_;
+  // What account_device_locked last folded in.
+  std::size_t accounted_reserved_bytes_ = 0;
+  std::size_t accounted_segments_ = 0;
+  large_pool_counters accounted_counters_;
+};
+
+}  // namespace fragless::core

@@ -1,0 +1,69 @@
+// The large pool's free index: free address ranges, best fit by size, address ordered.
+// Invariants: ranges are disjoint and 512 B aligned; two ranges that touch and belong to
+// the same segment are always merged (coalescing), so a free range is maximal; the size
+// index and the address index hold exactly the same ranges.
+// Not thread-safe: the owner (large_pool) holds its device lock around every call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "core/stream_set.hpp"
+
+namespace fragless::core {
+
+struct free_range {
+  std::uintptr_t address = 0;
+  std::size_t size_bytes = 0;
+  std::uint64_t segment_id = 0;  // ranges of different segments never merge
+  stream_set streams;            // streams whose queued work may still touch the range
+};
+
+class free_index {
+ public:
+  // Adds a free range, merging it with free neighbours of the same segment.
+  // Returns the merged range. Precondition: overlaps no free range.
+  free_range insert(free_range range);
+
+  // Best fit: the smallest range of at least `size_bytes`, lowest address among equals.
+  std::optional<free_range> best_fit(std::size_t size_bytes) const;
+
+  // Removes [address, address + size_bytes) from the free range containing it; the parts
+  // before and after stay free. Precondition: a single free range contains it.
+  void carve(std::uintptr_t address, std::size_t size_bytes);
+
+  // The free range containing `address`, if any.
+  std::optional<free_range> containing(std::uintptr_t address) const;
+
+  std::size_t range_count() const noexcept { return by_address_.size(); }
+  std::size_t free_bytes() const noexcept { return free_bytes_; }
+  std::size_t largest_bytes() const noexcept;
+
+  // Visits every range in address order: f(const free_range&).
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& [address, value] : by_address_)
+      f(free_range{address, value.size_bytes, value.segment_id, value.streams});
+  }
+  // Clears every range's stream set (after a device synchronization).
+  void forget_streams() noexcept;
+
+ private:
+  struct entry {
+    std::size_t size_bytes;
+    std::uint64_t segment_id;
+    stream_set streams;
+  };
+  void erase(std::map<std::uintptr_t, entry>::iterator at);
+  void add(const free_range& range);
+
+  std::map<std::uintptr_t, entry> by_address_;
+  std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;
+  std::size_t free_bytes_ = 0;
+};
+
+}  // namespace fragless::core

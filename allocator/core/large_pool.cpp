@@ -1,0 +1,338 @@
+// Large pool: best-fit placement plus the VMM page cache or cudaMalloc segments
+// (see large_pool.hpp, Note [Page cache]).
+#include "core/large_pool.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// PyTorch's segment sizes, so the cudaMalloc backend behaves like the native allocator.
+std::size_t segment_size_for(std::size_t size_bytes) noexcept {
+  if (size_bytes <= kMiB) return 2 * kMiB;
+  if (size_bytes < 10 * kMiB) return 20 * kMiB;
+  return round_up(size_bytes, 2 * kMiB);
+}
+
+// How many cached pages an allocation inspects before creating a new one instead.
+constexpr int kMoveCandidates = 8;
+
+}  // namespace
+
+large_pool::large_pool(backend::backend& device_backend, int device, event_pool& events)
+    : backend_(device_backend), device_(device), events_(events) {}
+
+large_pool::~large_pool() {
+  // Teardown: give back whatever is left; live blocks are the program's leak.
+  if (uses_vmm_) {
+    for (std::size_t page = 0; page < pages_.page_count(); ++page) {
+      if (!pages_.is_mapped(page)) continue;
+      backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes());
+      backend_.release_physical(device_, pages_.handle(page));
+    }
+    backend_.free_address_range(device_, range_base_, range_bytes_);
+  } else {
+    for (const auto& [base, size] : segments_) backend_.free_segment(device_, reinterpret_cast<void*>(base));
+  }
+}
+
+backend::status large_pool::initialize(bool want_vmm, std::size_t range_bytes) noexcept {
+  if (want_vmm && backend_.supports_vmm(device_)) {
+    const std::size_t page_bytes = backend_.vmm_granularity_bytes(device_);
+    const std::size_t bytes = round_up(range_bytes, page_bytes);
+    std::uintptr_t base = 0;
+    backend::status reserved = backend_.reserve_address_range(device_, bytes, &base);
+    if (reserved == backend::status::ok) {
+      try {
+        pages_ = page_map(base, bytes / page_bytes, page_bytes);
+        index_.insert(free_range{base, bytes, 0, {}});
+      } catch (...) {
+        backend_.free_address_range(device_, base, bytes);
+        return backend::status::error;
+      }
+      uses_vmm_ = true;
+      range_base_ = base;
+      range_bytes_ = bytes;
+      return backend::status::ok;
+    }
+    // Fall through to cudaMalloc segments: still correct, just coarser.
+  }
+  uses_vmm_ = false;
+  return backend::status::ok;
+}
+
+std::size_t large_pool::reserved_bytes() const noexcept {
+  return uses_vmm_ ? pages_.mapped_bytes() : segment_bytes_;
+}
+
+std::size_t large_pool::device_segment_count() const noexcept {
+  return uses_vmm_ ? pages_.mapped_count() : segments_.size();
+}
+
+std::size_t large_pool::cached_free_bytes() const noexcept {
+  if (uses_vmm_) return pages_.cached_free_pages().size() * pages_.page_bytes();
+  std::size_t bytes = 0;
+  for (const auto& [base, size] : segments_) {
+    auto range = index_.containing(base);
+    if (range && range->address == base && range->size_bytes == size) bytes += size;
+  }
+  return bytes;
+}
+
+std::size_t large_pool::largest_free_reserved_bytes() const noexcept {
+  if (!uses_vmm_) return index_.largest_bytes();
+  std::size_t largest = 0;
+  index_.for_each([&](const free_range& range) {
+    // Longest run of mapped pages' bytes inside this free range.
+    std::size_t run = 0;
+    const std::uintptr_t end = range.address + range.size_bytes;
+    for (std::size_t page = pages_.first_page(range.address); page < pages_.end_page(range.address, range.size_bytes);
+         ++page) {
+      if (!pages_.is_mapped(page)) {
+        run = 0;
+        continue;
+      }
+      const std::uintptr_t start = std::max(range.address, pages_.page_address(page));
+      const std::uintptr_t stop = std::min(end, pages_.page_address(page) + pages_.page_bytes());
+      run += stop - start;
+      largest = std::max(largest, run);
+    }
+  });
+  return largest;
+}
+
+std::vector<reserved_region> large_pool::reserved_regions() const {
+  std::vector<reserved_region> regions;
+  if (!uses_vmm_) {
+    for (const auto& [base, size] : segments_) regions.push_back({base, size});
+    return regions;
+  }
+  for (std::size_t page = 0; page < pages_.page_count(); ++page) {
+    if (!pages_.is_mapped(page)) continue;
+    const std::uintptr_t address = pages_.page_address(page);
+    if (!regions.empty() && regions.back().address + regions.back().size_bytes == address)
+      regions.back().size_bytes += pages_.page_bytes();
+    else
+      regions.push_back({address, pages_.page_bytes()});
+  }
+  return regions;
+}
+
+backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) noexcept {
+  try {
+    return uses_vmm_ ? allocate_vmm(size_bytes, stream, address) : allocate_segment(size_bytes, stream, address);
+  } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
+    return backend::status::error;
+  }
+}
+
+// Note [Stream reuse] (the large pool's part): a free range remembers which streams freed
+// into it. Reusing it on one of them alone needs nothing: that stream's order already puts
+// the new work after the old. Reusing it on any other stream makes the new stream wait on
+// an event recorded now on each of those streams (cudaStreamWaitEvent): it covers every
+// kernel queued before the free, and the host never blocks.
+backend::status large_pool::order_after_streams(const free_range& range, stream_id stream) noexcept {
+  if (skip_stream_waits_ || !range.streams.foreign_to(stream)) return backend::status::ok;
+  for (stream_id other : range.streams.streams()) {
+    if (other == stream) continue;
+    backend::status result = events_.order_after(stream, other);
+    if (result != backend::status::ok) return result;
+    ++counters_.cross_stream_waits;
+  }
+  return backend::status::ok;
+}
+
+backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) {
+  std::optional<free_range> range = index_.best_fit(size_bytes);
+  if (!range) return backend::status::out_of_memory;  // address space exhausted
+  backend::status result = order_after_streams(*range, stream);
+  if (result != backend::status::ok) return result;
+  result = map_missing_pages(range->address, size_bytes);
+  if (result != backend::status::ok) return result;
+  index_.carve(range->address, size_bytes);
+  pages_.add_live(range->address, size_bytes);
+  *address = range->address;
+  return backend::status::ok;
+}
+
+backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept {
+  const std::size_t first = pages_.first_page(address);
+  const std::size_t end = pages_.end_page(address, size_bytes);
+  for (std::size_t page = first; page < end; ++page) {
+    if (pages_.is_mapped(page)) continue;
+    backend::physical_handle handle = 0;
+    if (!take_cached_page(first, end, &handle)) {
+      if (reserved_bytes() + pages_.page_bytes() > reserved_limit_bytes_) return backend::status::out_of_memory;
+      backend::status created = backend_.create_physical(device_, pages_.page_bytes(), &handle);
+      if (created != backend::status::ok) return created;
+      ++counters_.device_alloc;
+    }
+    backend::status mapped = map_page(page, handle);
+    if (mapped != backend::status::ok) {
+      // The handle is in no page's hands now: give it back. Pages mapped earlier in this
+      // call stay mapped as cached free pages, so the pool stays consistent.
+      backend_.release_physical(device_, handle);
+      ++counters_.device_free;
+      return mapped;
+    }
+  }
+  return backend::status::ok;
+}
+
+// Moves a cached free page (outside [first, end)) whose past users are all done.
+bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
+  const auto& cached = pages_.cached_free_pages();
+  int inspected = 0;
+  // Highest addresses first: blocks drift towards the start of the range.
+  for (auto at = cached.rbegin(); at != cached.rend() && inspected < kMoveCandidates; ++at) {
+    const std::size_t page = *at;
+    if (page >= first && page < end) continue;
+    ++inspected;
+    std::optional<free_range> range = index_.containing(pages_.page_address(page));
+    if (range && !range->streams.empty()) {
+      bool idle = true;
+      for (stream_id stream : range->streams.streams())
+        if (events_.stream_idle(stream) != backend::status::ok) {
+          idle = false;
+          break;
+        }
+      if (!idle) continue;
+      // Every stream of the range is idle now: the whole range is clean.
+      index_.carve(range->address, range->size_bytes);
+      index_.insert(free_range{range->address, range->size_bytes, range->segment_id, {}});
+    }
+    const std::int64_t start = now_ns();
+    if (backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes()) != backend::status::ok) continue;
+    counters_.unmap_ns += now_ns() - start;
+    ++counters_.unmap;
+    ++counters_.page_moves;
+    *handle = pages_.set_unmapped(page);
+    return true;
+  }
+  return false;
+}
+
+backend::status large_pool::map_page(std::size_t page, backend::physical_handle handle) noexcept {
+  const std::int64_t start = now_ns();
+  backend::status result = backend_.map(device_, pages_.page_address(page), pages_.page_bytes(), handle);
+  counters_.map_ns += now_ns() - start;
+  if (result != backend::status::ok) return result;
+  ++counters_.map;
+  pages_.set_mapped(page, handle);
+  return backend::status::ok;
+}
+
+void large_pool::unmap_page(std::size_t page) noexcept {
+  const std::int64_t start = now_ns();
+  if (backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes()) != backend::status::ok) return;
+  counters_.unmap_ns += now_ns() - start;
+  ++counters_.unmap;
+  backend::physical_handle handle = pages_.set_unmapped(page);
+  backend_.release_physical(device_, handle);
+  ++counters_.device_free;
+}
+
+backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) {
+  std::optional<free_range> range = index_.best_fit(size_bytes);
+  if (!range) {
+    const std::size_t segment_bytes = segment_size_for(size_bytes);
+    if (segment_bytes_ + segment_bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
+    void* base = nullptr;
+    backend::status result = backend_.malloc_segment(device_, segment_bytes, &base);
+    if (result != backend::status::ok) return result;
+    ++counters_.device_alloc;
+    const auto base_address = reinterpret_cast<std::uintptr_t>(base);
+    try {
+      segments_.emplace(base_address, segment_bytes);
+      index_.insert(free_range{base_address, segment_bytes, base_address, {}});
+    } catch (...) {
+      segments_.erase(base_address);
+      backend_.free_segment(device_, base);
+      ++counters_.device_free;
+      return backend::status::error;
+    }
+    segment_bytes_ += segment_bytes;
+    range = free_range{base_address, segment_bytes, base_address, {}};
+  }
+  backend::status result = order_after_streams(*range, stream);
+  if (result != backend::status::ok) return result;
+  index_.carve(range->address, size_bytes);
+  *address = range->address;
+  return backend::status::ok;
+}
+
+void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+  try {
+    std::uint64_t segment_id = 0;
+    if (!uses_vmm_) {
+      auto segment = std::prev(segments_.upper_bound(address));
+      segment_id = segment->first;
+    }
+    index_.insert(free_range{address, size_bytes, segment_id, streams});
+    if (uses_vmm_) pages_.remove_live(address, size_bytes);
+  } catch (...) {
+    // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
+    // shortage must not corrupt device bookkeeping).
+  }
+}
+
+std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
+  return uses_vmm_ ? release_cached_pages(bytes_to_keep) : release_cached_segments(bytes_to_keep);
+}
+
+std::size_t large_pool::release_cached_pages(std::size_t bytes_to_keep) noexcept {
+  std::size_t released = 0;
+  std::vector<std::size_t> pages;
+  try {
+    pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
+  } catch (...) {
+    return 0;
+  }
+  std::size_t cached = pages.size() * pages_.page_bytes();
+  for (std::size_t page : pages) {
+    if (cached <= bytes_to_keep) break;
+    const std::size_t before = pages_.mapped_count();
+    unmap_page(page);
+    if (pages_.mapped_count() < before) {
+      released += pages_.page_bytes();
+      cached -= pages_.page_bytes();
+    }
+  }
+  return released;
+}
+
+std::size_t large_pool::release_cached_segments(std::size_t bytes_to_keep) noexcept {
+  std::size_t released = 0;
+  std::size_t cached = cached_free_bytes();
+  for (auto at = segments_.begin(); at != segments_.end() && cached > bytes_to_keep;) {
+    const auto [base, size] = *at;
+    auto range = index_.containing(base);
+    if (!range || range->address != base || range->size_bytes != size) {
+      ++at;
+      continue;
+    }
+    if (backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
+      ++at;
+      continue;
+    }
+    ++counters_.device_free;
+    index_.carve(base, size);
+    segment_bytes_ -= size;
+    released += size;
+    cached -= size;
+    at = segments_.erase(at);
+  }
+  return released;
+}
+
+}  // namespace fragless::core

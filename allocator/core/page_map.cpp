@@ -1,0 +1,59 @@
+// Per-page live-byte counts and mapping state (see page_map.hpp).
+#include "core/page_map.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+namespace fragless::core {
+
+page_map::page_map(std::uintptr_t base, std::size_t page_count, std::size_t page_bytes)
+    : base_(base), page_bytes_(page_bytes), pages_(page_count) {}
+
+template <typename F>
+void page_map::for_each_overlap(std::uintptr_t address, std::size_t size_bytes, F&& f) {
+  const std::uintptr_t end = address + size_bytes;
+  for (std::size_t index = first_page(address); index < end_page(address, size_bytes); ++index) {
+    const std::uintptr_t page_start = page_address(index);
+    const std::uintptr_t overlap_start = std::max(page_start, address);
+    const std::uintptr_t overlap_end = std::min(page_start + page_bytes_, end);
+    f(index, static_cast<std::uint32_t>(overlap_end - overlap_start));
+  }
+}
+
+void page_map::set_mapped(std::size_t index, backend::physical_handle handle) {
+  page_state& target = pages_[index];
+  assert(!target.mapped);
+  target.mapped = true;
+  target.handle = handle;
+  ++mapped_count_;
+  if (target.live_bytes == 0) cached_free_.insert(index);
+}
+
+backend::physical_handle page_map::set_unmapped(std::size_t index) {
+  page_state& target = pages_[index];
+  assert(target.mapped && target.live_bytes == 0);
+  target.mapped = false;
+  --mapped_count_;
+  cached_free_.erase(index);
+  return target.handle;
+}
+
+void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {
+  for_each_overlap(address, size_bytes, [this](std::size_t index, std::uint32_t bytes) {
+    page_state& target = pages_[index];
+    assert(target.mapped);
+    if (target.live_bytes == 0) cached_free_.erase(index);
+    target.live_bytes += bytes;
+  });
+}
+
+void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {
+  for_each_overlap(address, size_bytes, [this](std::size_t index, std::uint32_t bytes) {
+    page_state& target = pages_[index];
+    assert(target.live_bytes >= bytes);
+    target.live_bytes -= bytes;
+    if (target.live_bytes == 0 && target.mapped) cached_free_.insert(index);
+  });
+}
+
+}  // namespace fragless::core

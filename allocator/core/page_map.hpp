@@ -1,0 +1,66 @@
+// Page bookkeeping for the VMM large pool: for every physical-page-sized slot of the
+// device's virtual range, how many live bytes touch it, whether a physical page is mapped
+// there, and which. The compaction work builds on this file.
+// Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
+// cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|.
+// Not thread-safe: the owner holds its device lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace fragless::core {
+
+class page_map {
+ public:
+  page_map() = default;
+  page_map(std::uintptr_t base, std::size_t page_count, std::size_t page_bytes);
+
+  std::size_t page_bytes() const noexcept { return page_bytes_; }
+  std::size_t page_count() const noexcept { return pages_.size(); }
+  std::uintptr_t page_address(std::size_t page) const noexcept { return base_ + page * page_bytes_; }
+  // First and one-past-last page touched by [address, address + size_bytes).
+  std::size_t first_page(std::uintptr_t address) const noexcept { return (address - base_) / page_bytes_; }
+  std::size_t end_page(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+    return (address + size_bytes - base_ + page_bytes_ - 1) / page_bytes_;
+  }
+
+  bool is_mapped(std::size_t page) const noexcept { return pages_[page].mapped; }
+  std::size_t live_bytes(std::size_t page) const noexcept { return pages_[page].live_bytes; }
+  backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
+
+  void set_mapped(std::size_t page, backend::physical_handle handle);
+  // Returns the handle that was mapped. Precondition: mapped, no live bytes.
+  backend::physical_handle set_unmapped(std::size_t page);
+
+  // Counts [address, address + size_bytes) as live on every page it touches.
+  // Precondition: those pages are mapped.
+  void add_live(std::uintptr_t address, std::size_t size_bytes);
+  // Reverse of add_live; pages left with no live bytes join the cached-free set.
+  void remove_live(std::uintptr_t address, std::size_t size_bytes);
+
+  const std::set<std::size_t>& cached_free_pages() const noexcept { return cached_free_; }
+  std::size_t mapped_count() const noexcept { return mapped_count_; }
+  std::size_t mapped_bytes() const noexcept { return mapped_count_ * page_bytes_; }
+
+ private:
+  struct page_state {
+    std::uint32_t live_bytes = 0;
+    bool mapped = false;
+    backend::physical_handle handle = 0;
+  };
+  template <typename F>
+  void for_each_overlap(std::uintptr_t address, std::size_t size_bytes, F&& f);
+
+  std::uintptr_t base_ = 0;
+  std::size_t page_bytes_ = 0;
+  std::vector<page_state> pages_;
+  std::set<std::size_t> cached_free_;
+  std::size_t mapped_count_ = 0;
+};
+
+}  // namespace fragless::core

@@ -1,0 +1,48 @@
+// Size classes of the small pool: which requests are "small" and what each rounds to.
+// Invariant: every class size is a multiple of kBlockAlignment (512 B), so every block the
+// allocator hands out is 512 B aligned, and class_size(class_of(n)) >= round_up(n, 512)
+// with the waste bound of Note [Size classes].
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace fragless::core {
+
+// Note [Size classes]
+// Requests are first rounded up to 512 B (like PyTorch's kMinBlockSize; the "ideal"
+// reserved figure is defined on 512 B-rounded live bytes, so this rounding is not waste
+// we are judged on). Small requests (rounded size <= 64 KiB) then round to a class:
+//   512, 1024, 1536, ..., 4096                       (every multiple of 512: no waste)
+//   then 8 classes per power of two above 4 KiB:     (2^k, 2^(k+1)] in steps of 2^k / 8
+//   4608, 5120, ..., 8192, 9216, ..., 16384, ..., 32768, 36864, ..., 65536
+// 40 classes in all. Bound: for a rounded request r in (2^k, 2^(k+1)], k >= 12, the class
+// is < r + 2^k / 8 <= r * 9/8, so the rounding waste above the 512 B-rounded size is
+// strictly below 12.5 % of it (zero at or below 4 KiB). Larger requests go to the large
+// index at 512 B granularity (no class rounding at all). 64 KiB keeps slab tails small:
+// a slab holds at least 8 objects, so a half-used slab pins at most 512 KiB.
+inline constexpr std::size_t kBlockAlignment = 512;
+inline constexpr std::size_t kSmallLimitBytes = 64 * 1024;
+inline constexpr std::size_t kClassCount = 40;
+
+constexpr std::size_t round_up(std::size_t value, std::size_t multiple) noexcept {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// 512 B-rounded request (0 B rounds to 512 B: every block has an address of its own).
+constexpr std::size_t rounded_request_bytes(std::size_t request_bytes) noexcept {
+  return request_bytes == 0 ? kBlockAlignment : round_up(request_bytes, kBlockAlignment);
+}
+
+constexpr bool is_small(std::size_t request_bytes) noexcept {
+  return request_bytes <= kSmallLimitBytes;
+}
+
+// Index of the class serving a small request. Precondition: is_small(request_bytes).
+std::size_t class_of(std::size_t request_bytes) noexcept;
+std::size_t class_size_bytes(std::size_t class_index) noexcept;
+// Bytes of one slab of a class: at least 64 KiB and 8 objects, a multiple of the class size.
+std::size_t slab_bytes(std::size_t class_index) noexcept;
+
+}  // namespace fragless::core

@@ -1,0 +1,107 @@
+// The small pool: size-class slabs, one shard per (device, stream). A slab is one block
+// of the large pool cut into equal objects of one class (Note [Size classes]); a shard
+// serves only its own stream, so an object freed on stream S is reusable at once by S
+// and by no other stream (Note [Stream reuse]).
+// Invariants (per shard, under its lock): for every slab, live + |free_slots| == capacity;
+// a slab is on its class's partial list iff it has a free slot; at most one slab per
+// class is kept empty (the others go back to the large pool).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/size_classes.hpp"
+#include "core/stream_set.hpp"
+
+namespace fragless::core {
+
+struct slab {
+  std::uintptr_t address = 0;
+  std::size_t bytes = 0;
+  std::uint32_t class_index = 0;
+  std::uint32_t capacity = 0;
+  std::uint32_t live = 0;  // objects handed out or pending free
+  std::vector<std::uint32_t> free_slots;
+  slab* previous = nullptr;  // partial-list links
+  slab* next = nullptr;
+  bool on_partial_list = false;
+};
+
+// An object freed while other streams may still use it: it rejoins its slab once every
+// event recorded at free time completed.
+struct pending_object {
+  slab* owner;
+  std::uint32_t slot;
+  std::size_t size_bytes;
+  std::vector<void*> events;
+};
+
+class stream_shard {
+ public:
+  explicit stream_shard(stream_id stream) : stream_(stream) {}
+  ~stream_shard();
+  stream_shard(const stream_shard&) = delete;
+  stream_shard& operator=(const stream_shard&) = delete;
+
+  stream_id stream() const noexcept { return stream_; }
+  std::mutex& mutex() noexcept { return mutex_; }
+
+  // ---- all below: the caller holds mutex() ----
+  // Hot path: an object of the class from a partial slab. False when no slab has room.
+  bool try_allocate(std::size_t class_index, std::uintptr_t* address, slab** owner, std::uint32_t* slot) noexcept {
+    class_state& state = classes_[class_index];
+    slab* target = state.partial_head;
+    if (target == nullptr) return false;
+    const std::uint32_t index = target->free_slots.back();
+    target->free_slots.pop_back();
+    if (target->live++ == 0) --state.empty_slabs;
+    if (target->free_slots.empty()) unlink(state, target);
+    *address = target->address + std::size_t{index} * class_size_bytes(class_index);
+    *owner = target;
+    *slot = index;
+    return true;
+  }
+  // Hot path: gives an object back. Returns a slab that became surplus-empty (unlinked,
+  // to be returned to the large pool by the caller after dropping the lock), or nullptr.
+  slab* free_object(slab* owner, std::uint32_t slot) noexcept;
+
+  // Adopts a new slab (memory from the large pool) for a class. Allocates host memory.
+  void add_slab(std::unique_ptr<slab> fresh);
+  // Unlinks and returns every empty slab (empty_cache / OOM).
+  std::vector<std::unique_ptr<slab>> take_empty_slabs();
+  // Takes a slab back out after free_object returned it.
+  std::unique_ptr<slab> adopt_released(slab* released);
+
+  std::vector<pending_object>& pending() noexcept { return pending_; }
+  std::size_t slab_count() const noexcept { return slabs_.size(); }
+  std::size_t slab_bytes_total() const noexcept { return slab_bytes_; }
+  template <typename F>
+  void for_each_slab(F&& f) const {
+    for (const auto& owned : slabs_) f(*owned);
+  }
+
+ private:
+  struct class_state {
+    slab* partial_head = nullptr;
+    std::uint32_t empty_slabs = 0;
+  };
+  void link(class_state& state, slab* target) noexcept;
+  void unlink(class_state& state, slab* target) noexcept;
+  std::unique_ptr<slab> remove_slab(slab* target);
+
+  stream_id stream_;
+  std::mutex mutex_;
+  std::array<class_state, kClassCount> classes_{};
+  std::vector<std::unique_ptr<slab>> slabs_;
+  std::size_t slab_bytes_ = 0;
+  std::vector<pending_object> pending_;
+};
+
+// Builds a slab object for `address` (host memory only).
+std::unique_ptr<slab> make_slab(std::uintptr_t address, std::size_t class_index);
+
+}  // namespace fragless::core

@@ -1,0 +1,111 @@
+// libfragless's C++ API: a caching allocator for CUDA device memory.
+// Every function is thread-safe. Errors are exceptions derived from fragless::error;
+// free, record and teardown paths that cannot report through a return value never throw
+// (deallocate throws only for a pointer it does not own, before changing anything).
+// Streams are opaque pointers holding the cudaStream_t value (nullptr: legacy default).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fragless/export.h"
+#include "fragless/usage_stats.hpp"
+
+namespace fragless {
+
+using stream_t = void*;
+
+// ---- errors ----
+enum class error_code { out_of_memory = 1, invalid_pointer = 2, invalid_argument = 3, device = 4, internal = 5 };
+
+class FRAGLESS_API error : public std::runtime_error {
+ public:
+  error(error_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  error_code code() const noexcept { return code_; }
+
+ private:
+  error_code code_;
+};
+
+// Message starts "CUDA out of memory. Tried to allocate ..." (PyTorch's shape).
+class FRAGLESS_API out_of_memory_error : public error {
+ public:
+  explicit out_of_memory_error(const std::string& message) : error(error_code::out_of_memory, message) {}
+};
+class FRAGLESS_API invalid_argument_error : public error {
+ public:
+  explicit invalid_argument_error(const std::string& message, error_code code = error_code::invalid_argument)
+      : error(code, message) {}
+};
+// A pointer fragless did not hand out, or already took back, or that points inside a block.
+class FRAGLESS_API invalid_pointer_error : public invalid_argument_error {
+ public:
+  explicit invalid_pointer_error(const std::string& message)
+      : invalid_argument_error(message, error_code::invalid_pointer) {}
+};
+class FRAGLESS_API device_error : public error {
+ public:
+  explicit device_error(const std::string& message) : error(error_code::device, message) {}
+};
+
+// ---- allocation ----
+// A block of at least `size_bytes`, 512 B aligned, usable on `stream` of `device`.
+// size 0 returns nullptr. @throws out_of_memory_error, invalid_argument_error, device_error
+FRAGLESS_API void* allocate(std::size_t size_bytes, int device, stream_t stream);
+// Frees a block: reusable at once on its allocation stream, elsewhere only once the work of
+// every stream that used it is ordered before the new use. nullptr is ignored.
+// @throws invalid_pointer_error (nothing changed)
+FRAGLESS_API void deallocate(void* pointer);
+// The block will also be used on `stream`. @throws invalid_pointer_error, invalid_argument_error
+FRAGLESS_API void record_stream(void* pointer, stream_t stream);
+
+// ---- control ----
+// Returns every unused cached byte of the device to CUDA (synchronizes the device once).
+FRAGLESS_API std::size_t empty_cache(int device = -1);  // -1: every device initialised so far
+// Like empty_cache but keeps up to `bytes_to_keep` cached bytes.
+FRAGLESS_API std::size_t trim(std::size_t bytes_to_keep, int device = -1);
+// Caps the device's reserved memory at fraction * total capacity (0 < fraction <= 1).
+FRAGLESS_API void set_memory_fraction(double fraction, int device);
+FRAGLESS_API void reset_peak_stats(int device);
+FRAGLESS_API void reset_accumulated_stats(int device);
+FRAGLESS_API usage_stats get_device_stats(int device);
+FRAGLESS_API std::string memory_summary(int device);
+// Name of the device-memory backend in use on the device ("vmm" or "cudaMalloc").
+FRAGLESS_API std::string backend_name(int device);
+
+// ---- snapshot ----
+enum class block_state { active_allocated, active_pending_free, inactive };
+enum class memory_pool { small, large };
+
+struct block_info {
+  std::uintptr_t address = 0;
+  std::size_t size_bytes = 0;
+  std::size_t requested_bytes = 0;  // 0 for inactive blocks
+  block_state state = block_state::inactive;
+  stream_t stream = nullptr;
+};
+
+// A reserved region: a cudaMalloc segment or a run of mapped VMM pages (pool large), or a
+// slab (pool small; its memory lies inside a large region). Blocks are in address order.
+// A large region lists its large blocks (active or pending free) and its free ranges
+// (inactive); slab memory inside it is listed under the slab. A slab lists its objects
+// that are active or pending free.
+struct segment_info {
+  std::uintptr_t address = 0;
+  std::size_t size_bytes = 0;
+  memory_pool pool = memory_pool::large;
+  stream_t stream = nullptr;  // slabs: the stream they serve
+  std::vector<block_info> blocks;
+};
+
+struct device_snapshot {
+  int device = 0;
+  std::vector<segment_info> segments;
+};
+
+FRAGLESS_API device_snapshot snapshot(int device);
+
+}  // namespace fragless
