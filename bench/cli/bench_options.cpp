@@ -1,0 +1,146 @@
+// bench_options: argument parsing and the usage text (see header).
+#include "bench_options.hpp"
+
+#include <stdexcept>
+
+namespace fragless::bench {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::uint64_t parse_count(const std::string& option, const std::string& text, std::uint64_t max) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) {
+    throw std::invalid_argument(option + " needs a non-negative integer, got '" + text + "'");
+  }
+  const std::uint64_t value = std::stoull(text);
+  if (value > max) throw std::invalid_argument(option + " value " + text + " is too large");
+  return value;
+}
+
+}  // namespace
+
+std::uint64_t parse_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+  if (digits == 0) throw std::invalid_argument("size '" + text + "' does not start with a number");
+  const double number = std::stod(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  double scale = 1;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB" || unit == "K") scale = 1024.0;
+  else if (unit == "MiB" || unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB" || unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  else throw std::invalid_argument("size '" + text + "' has an unknown unit (B, KiB, MiB, GiB, TiB)");
+  const double bytes = number * scale;
+  if (!(bytes >= 1) || bytes > 1.0e18) throw std::invalid_argument("size '" + text + "' is out of range");
+  return static_cast<std::uint64_t>(bytes);
+}
+
+std::string usage_text() {
+  return R"(fragless-bench: how much GPU memory does each allocator reserve on a workload, and how
+much host time does it cost? Every replay runs on simcuda, each (trace, allocator) in its
+own child process.
+
+usage:
+  fragless-bench main [options]              built-in workloads + every shared trace; writes
+                                             table, JSON, CSV and plot to --out (default
+                                             build/bench-report)
+  fragless-bench replay FILE... [options]    replay PyTorch snapshots (.pickle), RMM logs,
+                                             id,lower,upper,size CSVs or fragless-trace files
+  fragless-bench builtin [SPEC...] [options] built-in workloads; SPEC = kind[:key=value,...],
+                                             kinds transformer-training, kv-cache-inference,
+                                             cnn-training; keys model, layers, batch, steps,
+                                             sequence, seed
+  fragless-bench convert IN -o OUT           convert any input to the fragless-trace text format
+  fragless-bench micro [args]                micro benchmarks (when built)
+
+options:
+  --allocators LIST      comma list of fragless, pytorch, pytorch-expandable, cudamalloc
+                         (default: all; "pytorch-recorded" rows come from snapshots themselves)
+  --conf NAME=SPEC       also replay fragless with configuration SPEC (as FRAGLESS_CONF),
+                         shown as fragless[NAME]; repeatable. FRAGLESS_CONF in the environment
+                         adds fragless[env].
+  --repetitions N        replays per (trace, allocator); host time is the median (default 3)
+  --smoke                quick CI mode: 1 repetition, at most 20000 events per trace
+  --max-events N         replay only the first N events of each trace (reported in notes)
+  --capacity SIZE        device capacity, e.g. 24GiB (simcuda_set_capacity); OOMs are counted
+  --max-fit              built-in workloads: binary-search the largest batch that fits in
+                         --capacity (default 24GiB when not given)
+  --device-call-ns N     charge N ns of host time per device alloc/free/map/unmap call (off)
+  --json PATH            write the rows as JSON ("-" = stdout)
+  --csv PATH             write the rows as CSV
+  --plot PATH            write an SVG plot of reserved and live bytes over each trace
+  --traces DIR           shared traces directory (main; default <repo>/../shared/traces)
+  --out DIR              output directory of main (default build/bench-report)
+  --progress             progress bar on stderr even when it is not a terminal
+  --timeout SECONDS      per child replay (default 600)
+  --no-table             do not print the table on stdout
+)";
+}
+
+bench_options parse_bench_options(int argc, char** argv) {
+  bench_options options;
+  if (argc < 2) throw std::invalid_argument("missing command");
+  options.command = argv[1];
+  static const std::vector<std::string> commands = {"main", "replay", "builtin", "convert", "replay-one", "micro"};
+  bool known = false;
+  for (const std::string& c : commands) known = known || c == options.command;
+  if (!known) throw std::invalid_argument("unknown command '" + options.command + "'");
+  for (int i = 2; i < argc; ++i) {
+    const std::string argument = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(argument + " needs a value");
+      return argv[++i];
+    };
+    if (argument == "--allocators") options.allocators = split_commas(value());
+    else if (argument == "--conf") {
+      const std::string spec = value();
+      const std::size_t equals = spec.find('=');
+      if (equals == std::string::npos || equals == 0) throw std::invalid_argument("--conf needs NAME=SPEC");
+      options.named_configurations.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
+    }
+    else if (argument == "--repetitions") options.repetitions = static_cast<int>(parse_count(argument, value(), 1000));
+    else if (argument == "--smoke") options.smoke = true;
+    else if (argument == "--max-events") options.max_events = parse_count(argument, value(), UINT32_MAX);
+    else if (argument == "--capacity") options.capacity_bytes = parse_size(value());
+    else if (argument == "--max-fit") options.max_fit = true;
+    else if (argument == "--device-call-ns") options.device_call_ns = parse_count(argument, value(), 10'000'000'000ULL);
+    else if (argument == "--json") options.json_path = value();
+    else if (argument == "--csv") options.csv_path = value();
+    else if (argument == "--plot") options.plot_path = value();
+    else if (argument == "-o" || argument == "--output") options.output_path = value();
+    else if (argument == "--out") options.out_dir = value();
+    else if (argument == "--traces") options.traces_dir = value();
+    else if (argument == "--progress") options.progress = true;
+    else if (argument == "--no-table") options.no_table = true;
+    else if (argument == "--timeout") options.timeout_seconds = static_cast<int>(parse_count(argument, value(), 86400));
+    else if (argument == "--source") options.source = value();
+    else if (argument == "--allocator") options.allocator = value();
+    else if (argument == "--configuration") options.configuration = value();
+    else if (argument == "--help" || argument == "-h") throw std::invalid_argument("help");
+    else if (argument.size() > 1 && argument[0] == '-' && options.command != "micro") {
+      throw std::invalid_argument("unknown option '" + argument + "'");
+    } else {
+      options.positional.push_back(argument);
+    }
+  }
+  if (options.repetitions < 1) throw std::invalid_argument("--repetitions must be at least 1");
+  if (options.smoke) {
+    options.repetitions = 1;
+    if (options.max_events == 0) options.max_events = 20000;
+  }
+  return options;
+}
+
+}  // namespace fragless::bench

@@ -1,0 +1,41 @@
+// bench_options: the command line of fragless-bench, parsed once into one struct.
+// Invariant: every option is listed in option_help() with its default; a bad value is a
+// usage error (exit 2) naming the option, never a silent default.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fragless::bench {
+
+struct bench_options {
+  std::string command;                   // replay | builtin | main | convert | replay-one | micro
+  std::vector<std::string> positional;   // files / workload specs / convert input
+  std::vector<std::string> allocators;   // empty = all default peers
+  std::vector<std::pair<std::string, std::string>> named_configurations;  // --conf NAME=SPEC
+  int repetitions = 3;
+  bool smoke = false;
+  std::size_t max_events = 0;
+  std::optional<std::uint64_t> capacity_bytes;
+  std::uint64_t device_call_ns = 0;
+  bool max_fit = false;
+  std::string json_path, csv_path, plot_path, output_path, out_dir;
+  std::string traces_dir;
+  bool progress = false;
+  bool no_table = false;
+  int timeout_seconds = 600;
+  // replay-one only.
+  std::string source, allocator, configuration;
+};
+
+// Throws std::invalid_argument with a one-line message on a usage error.
+bench_options parse_bench_options(int argc, char** argv);
+std::string usage_text();
+
+// "24GiB", "512MiB", "1000000" -> bytes. Throws std::invalid_argument.
+std::uint64_t parse_size(const std::string& text);
+
+}  // namespace fragless::bench

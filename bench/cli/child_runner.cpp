@@ -1,0 +1,224 @@
+// child_runner: fork/exec of `fragless-bench replay-one`, the outcome protocol, and the
+// child's side (see Note [One child per replay] in the header).
+#include "child_runner.hpp"
+
+#include "replay/cuda_streams.hpp"
+#include "replay/device_counters.hpp"
+#include "trace_sources.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace fragless::bench {
+
+namespace {
+
+// Device functions charged by --device-call-ns.
+constexpr const char* costed_functions[] = {"cudaMalloc", "cudaFree", "cuMemCreate", "cuMemRelease",
+                                            "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
+                                            "cuMemAddressFree", "cuMemSetAccess"};
+
+std::string self_path() {
+  char buffer[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (length <= 0) return "fragless-bench";
+  buffer[length] = '\0';
+  return buffer;
+}
+
+// The child's environment: ours, with the peer's settings replaced.
+std::vector<std::string> child_environment(const child_request& request) {
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable = *entry;
+    if (variable.rfind("PYTORCH_CUDA_ALLOC_CONF=", 0) == 0 || variable.rfind("FRAGLESS_CONF=", 0) == 0) continue;
+    environment.push_back(variable);
+  }
+  if (request.allocator == "pytorch-expandable") environment.emplace_back("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  if (!request.configuration.empty()) environment.push_back("FRAGLESS_CONF=" + request.configuration);
+  return environment;
+}
+
+}  // namespace
+
+std::string encode_outcome(const replay_outcome& o, const std::string& unavailable_reason) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "status\t" << o.status << "\n";
+  if (!unavailable_reason.empty()) out << "unavailable\t" << unavailable_reason << "\n";
+  out << "events_replayed\t" << o.events_replayed << "\n"
+      << "peak_reserved_bytes\t" << o.peak_reserved_bytes << "\n"
+      << "reserved_minus_allocated_at_peak_bytes\t" << o.reserved_minus_allocated_at_peak_bytes << "\n"
+      << "peak_live_bytes\t" << o.peak_live_bytes << "\n"
+      << "device_used_peak_bytes\t" << o.device_used_peak_bytes << "\n"
+      << "ooms\t" << o.ooms << "\n"
+      << "host_ns_per_op\t" << o.host_ns_per_op << "\n"
+      << "counters_available\t" << (o.counters_available ? 1 : 0) << "\n"
+      << "device_allocs\t" << o.calls.allocs << "\n"
+      << "device_frees\t" << o.calls.frees << "\n"
+      << "device_maps\t" << o.calls.maps << "\n"
+      << "device_unmaps\t" << o.calls.unmaps << "\n"
+      << "syncs\t" << o.calls.syncs << "\n";
+  for (const timeline_point& p : o.timeline) {
+    out << "point\t" << p.event << "\t" << p.live_bytes << "\t" << p.reserved_bytes << "\n";
+  }
+  out << "end\n";
+  return out.str();
+}
+
+child_result decode_outcome(const std::string& text) {
+  child_result result;
+  replay_outcome& o = result.outcome;
+  o.status = "failed: child produced no result";
+  bool ended = false;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t tab = line.find('\t');
+    const std::string key = line.substr(0, tab);
+    const std::string value = tab == std::string::npos ? std::string() : line.substr(tab + 1);
+    try {
+      if (key == "status") o.status = value;
+      else if (key == "unavailable") result.unavailable_reason = value;
+      else if (key == "events_replayed") o.events_replayed = std::stoull(value);
+      else if (key == "peak_reserved_bytes") o.peak_reserved_bytes = std::stoull(value);
+      else if (key == "reserved_minus_allocated_at_peak_bytes") o.reserved_minus_allocated_at_peak_bytes = std::stoull(value);
+      else if (key == "peak_live_bytes") o.peak_live_bytes = std::stoull(value);
+      else if (key == "device_used_peak_bytes") o.device_used_peak_bytes = std::stoull(value);
+      else if (key == "ooms") o.ooms = std::stoull(value);
+      else if (key == "host_ns_per_op") o.host_ns_per_op = std::stod(value);
+      else if (key == "counters_available") o.counters_available = value == "1";
+      else if (key == "device_allocs") o.calls.allocs = std::stoull(value);
+      else if (key == "device_frees") o.calls.frees = std::stoull(value);
+      else if (key == "device_maps") o.calls.maps = std::stoull(value);
+      else if (key == "device_unmaps") o.calls.unmaps = std::stoull(value);
+      else if (key == "syncs") o.calls.syncs = std::stoull(value);
+      else if (key == "point") {
+        timeline_point p;
+        std::istringstream fields(value);
+        fields >> p.event >> p.live_bytes >> p.reserved_bytes;
+        o.timeline.push_back(p);
+      } else if (key == "end") ended = true;
+    } catch (const std::exception&) {
+      o.status = "failed: malformed child output";
+      return result;
+    }
+  }
+  if (!ended && o.status.rfind("failed", 0) != 0) o.status = "failed: truncated child output";
+  return result;
+}
+
+child_result run_child(const child_request& request) {
+  int pipe_fds[2];
+  child_result failed;
+  if (::pipe(pipe_fds) != 0) {
+    failed.outcome.status = "failed: pipe: " + std::string(std::strerror(errno));
+    return failed;
+  }
+  const std::string program = self_path();
+  std::vector<std::string> arguments = {
+      program, "replay-one", "--source", request.source, "--allocator", request.allocator,
+      "--repetitions", std::to_string(request.repetitions), "--max-events", std::to_string(request.max_events),
+      "--device-call-ns", std::to_string(request.device_call_ns), "--timeout", std::to_string(request.timeout_seconds)};
+  if (request.capacity_bytes != 0) {
+    arguments.push_back("--capacity");
+    arguments.push_back(std::to_string(request.capacity_bytes));
+  }
+  if (!request.configuration.empty()) {
+    arguments.push_back("--configuration");
+    arguments.push_back(request.configuration);
+  }
+  std::vector<std::string> environment = child_environment(request);
+  std::vector<char*> argv_pointers, env_pointers;
+  for (std::string& a : arguments) argv_pointers.push_back(a.data());
+  argv_pointers.push_back(nullptr);
+  for (std::string& e : environment) env_pointers.push_back(e.data());
+  env_pointers.push_back(nullptr);
+
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    failed.outcome.status = "failed: fork: " + std::string(std::strerror(errno));
+    return failed;
+  }
+  if (child == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    ::execve(program.c_str(), argv_pointers.data(), env_pointers.data());
+    _exit(127);
+  }
+  ::close(pipe_fds[1]);
+  std::string output;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
+    if (got > 0) output.append(buffer, static_cast<std::size_t>(got));
+    else if (got < 0 && errno == EINTR) continue;
+    else break;
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  child_result result = decode_outcome(output);
+  if (WIFSIGNALED(status)) {
+    const int signal_number = WTERMSIG(status);
+    result.outcome.status = signal_number == SIGALRM
+                                ? "failed: timed out after " + std::to_string(request.timeout_seconds) + " s"
+                                : "failed: crashed (" + std::string(strsignal(signal_number)) + ")";
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    result.outcome.status = "failed: could not start " + program;
+  }
+  return result;
+}
+
+int replay_one_main(const child_request& request) {
+  if (request.timeout_seconds > 0) ::alarm(static_cast<unsigned>(request.timeout_seconds));
+  replay_outcome outcome;
+  std::string unavailable;
+  try {
+    const traces::trace t = load_source(request.source);
+    device_counters counters;
+    counters.set_auto_complete(true);
+    if (request.capacity_bytes != 0 && !counters.set_capacity(request.capacity_bytes)) {
+      outcome.status = "failed: cannot set device capacity (simcuda control API missing)";
+    } else {
+      if (request.device_call_ns != 0) {
+        for (const char* name : costed_functions) counters.set_call_cost_ns(name, request.device_call_ns);
+      }
+      peer_creation peer = create_peer(request.allocator, request.configuration);
+      if (!peer.allocator) {
+        unavailable = peer.unavailable_reason;
+        outcome.status = "unavailable";
+      } else {
+        const std::vector<stream_handle> streams = create_replay_streams(t.stream_count);
+        replay_options options;
+        options.repetitions = request.repetitions;
+        options.max_events = request.max_events;
+        outcome = replay_trace(t, *peer.allocator, streams, options, counters);
+        peer.allocator.reset();
+        destroy_replay_streams(streams);
+      }
+    }
+  } catch (const std::exception& e) {
+    outcome.status = std::string("failed: ") + e.what();
+  }
+  const std::string encoded = encode_outcome(outcome, unavailable);
+  std::fwrite(encoded.data(), 1, encoded.size(), stdout);
+  std::fflush(stdout);
+  // Skip static destructors: the peers' process-global state (c10) is not ours to tear down.
+  std::_Exit(0);
+}
+
+}  // namespace fragless::bench

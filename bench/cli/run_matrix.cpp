@@ -1,0 +1,222 @@
+// run_matrix: see header.
+#include "run_matrix.hpp"
+
+#include "child_runner.hpp"
+#include "replay/ideal.hpp"
+#include "replay/replay_allocator.hpp"
+#include "report/progress_bar.hpp"
+#include "trace_sources.hpp"
+#include "workloads/workload.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace fragless::bench {
+
+namespace {
+
+constexpr std::uint64_t default_fit_capacity_bytes = std::uint64_t{24} << 30;
+
+struct input_facts {
+  ideal_summary ideal;
+  std::size_t events = 0;
+  bool capped = false;
+  std::vector<timeline_point> recorded;  // native as recorded, when present
+  std::uint64_t recorded_peak_bytes = 0;
+  std::uint64_t recorded_calls = 0;
+  std::string notes;
+};
+
+input_facts facts_of(const traces::trace& t, std::size_t max_events) {
+  input_facts facts;
+  facts.events = max_events == 0 ? t.events.size() : std::min(max_events, t.events.size());
+  facts.capped = facts.events < t.events.size();
+  facts.ideal = compute_ideal(t, facts.events);
+  for (const std::string& note : t.notes) facts.notes += (facts.notes.empty() ? "" : "; ") + note;
+  if (facts.capped) {
+    facts.notes += (facts.notes.empty() ? "" : "; ") + std::string("capped at ") + std::to_string(facts.events) +
+                   " of " + std::to_string(t.events.size()) + " events";
+  }
+  if (!t.recorded_reserved.empty()) {
+    // Live bytes at each recorded point, for the plot.
+    std::vector<std::uint64_t> live_after(facts.events, 0);
+    std::uint64_t live = 0;
+    for (std::size_t i = 0; i < facts.events; ++i) {
+      const auto& e = t.events[i];
+      live = e.op == traces::trace_op::alloc ? live + e.size_bytes : live - e.size_bytes;
+      live_after[i] = live;
+    }
+    for (const traces::recorded_point& p : t.recorded_reserved) {
+      if (p.after_event >= facts.events && facts.events != 0) break;
+      const std::uint64_t live_here = facts.events == 0 ? 0 : live_after[p.after_event];
+      facts.recorded.push_back(timeline_point{p.after_event, live_here, p.bytes});
+      facts.recorded_peak_bytes = std::max(facts.recorded_peak_bytes, p.bytes);
+    }
+    if (!facts.recorded.empty() && facts.events > 0) {
+      facts.recorded.push_back(timeline_point{facts.events - 1, live_after[facts.events - 1], facts.recorded.back().reserved_bytes});
+    }
+    facts.recorded_calls = t.recorded_segment_allocs + t.recorded_segment_frees;
+  }
+  return facts;
+}
+
+void fill_from_outcome(result_row& row, const child_result& child, const input_facts& facts) {
+  const replay_outcome& o = child.outcome;
+  row.status = o.status;
+  if (o.status == "unavailable") {
+    row.status = "unavailable: " + child.unavailable_reason;
+    return;
+  }
+  if (o.status != "ok") return;
+  if (o.ooms != 0) row.status = "oom";
+  row.peak_reserved_bytes = static_cast<double>(o.peak_reserved_bytes);
+  row.ratio_to_ideal = facts.ideal.ideal_bytes == 0 ? 0.0
+                                                    : static_cast<double>(o.peak_reserved_bytes) / static_cast<double>(facts.ideal.ideal_bytes);
+  row.reserved_minus_allocated_at_peak_bytes = static_cast<double>(o.reserved_minus_allocated_at_peak_bytes);
+  row.peak_live_bytes = static_cast<double>(o.peak_live_bytes);
+  row.host_ns_per_op = o.host_ns_per_op;
+  row.ooms = static_cast<double>(o.ooms);
+  row.events = static_cast<double>(o.events_replayed);
+  if (o.counters_available) {
+    row.device_calls = static_cast<double>(o.calls.total());
+    row.device_allocs = static_cast<double>(o.calls.allocs);
+    row.device_frees = static_cast<double>(o.calls.frees);
+    row.device_maps = static_cast<double>(o.calls.maps);
+    row.device_unmaps = static_cast<double>(o.calls.unmaps);
+    row.syncs = static_cast<double>(o.calls.syncs);
+    row.device_used_peak_bytes = static_cast<double>(o.device_used_peak_bytes);
+  }
+  row.timeline = o.timeline;
+}
+
+child_request request_for(const bench_input& input, const std::string& allocator, const std::string& configuration,
+                          const bench_options& options) {
+  child_request request;
+  request.source = input.source;
+  request.allocator = allocator;
+  request.configuration = configuration;
+  request.repetitions = options.repetitions;
+  request.max_events = options.max_events;
+  request.capacity_bytes = options.capacity_bytes.value_or(0);
+  request.device_call_ns = options.device_call_ns;
+  request.timeout_seconds = options.timeout_seconds;
+  return request;
+}
+
+// Largest batch of a built-in workload that replays without OOM at the capacity:
+// doubling from the spec's batch, then bisection. Returns 0 when even batch 1 fails.
+std::uint64_t max_fitting_batch(const workload_spec& base, const std::string& allocator, const std::string& configuration,
+                                const bench_options& options) {
+  auto fits = [&](std::uint64_t batch) {
+    workload_spec spec = base;
+    spec.batch = batch;
+    bench_input input{"builtin:" + format_workload_spec(spec), ""};
+    child_request request = request_for(input, allocator, configuration, options);
+    request.repetitions = 1;
+    request.max_events = 0;
+    request.capacity_bytes = options.capacity_bytes.value_or(default_fit_capacity_bytes);
+    const child_result result = run_child(request);
+    return result.outcome.status == "ok" && result.outcome.ooms == 0;
+  };
+  std::uint64_t low = 0, high = 0;  // low fits (0 = nothing known), high does not (0 = unknown)
+  std::uint64_t probe = std::max<std::uint64_t>(1, base.batch);
+  while (high == 0) {
+    if (fits(probe)) {
+      low = probe;
+      if (probe >= 4096) return probe;
+      probe *= 2;
+    } else {
+      high = probe;
+    }
+  }
+  if (low == 0) {
+    low = 0;
+    // Search below the spec's batch.
+    while (high - low > 1) {
+      const std::uint64_t middle = low + (high - low) / 2;
+      if (fits(middle)) low = middle;
+      else high = middle;
+    }
+    return low;
+  }
+  while (high - low > 1) {
+    const std::uint64_t middle = low + (high - low) / 2;
+    if (fits(middle)) low = middle;
+    else high = middle;
+  }
+  return low;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> requested_allocators(const bench_options& options) {
+  std::vector<std::pair<std::string, std::string>> allocators;
+  const std::vector<std::string> names = options.allocators.empty() ? default_peer_names() : options.allocators;
+  for (const std::string& name : names) allocators.emplace_back(name, "");
+  for (const auto& [name, spec] : options.named_configurations) allocators.emplace_back("fragless[" + name + "]", spec);
+  if (const char* env = std::getenv("FRAGLESS_CONF"); env != nullptr && *env != '\0' && options.allocators.empty()) {
+    allocators.emplace_back("fragless[env]", env);
+  }
+  return allocators;
+}
+
+bool any_failure(const std::vector<result_row>& rows) {
+  for (const result_row& row : rows) {
+    if (row.status.rfind("failed", 0) == 0 || row.status.rfind("overlap", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<result_row> run_matrix(const std::vector<bench_input>& inputs, const bench_options& options) {
+  // Load and validate everything first: a bad input stops the run before anything is written.
+  std::vector<input_facts> facts;
+  facts.reserve(inputs.size());
+  for (const bench_input& input : inputs) facts.push_back(facts_of(load_source(input.source), options.max_events));
+
+  const auto allocators = requested_allocators(options);
+  const bool fit = options.max_fit;
+  std::size_t total = inputs.size() * allocators.size();
+  progress_bar progress(total, options.progress || progress_bar::stderr_is_terminal());
+  std::vector<result_row> rows;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const bench_input& input = inputs[i];
+    const input_facts& f = facts[i];
+    for (const auto& [allocator, configuration] : allocators) {
+      progress.advance(input.display + " / " + allocator);
+      result_row row;
+      row.trace = input.display;
+      row.allocator = allocator;
+      row.ideal_bytes = static_cast<double>(f.ideal.ideal_bytes);
+      row.notes = f.notes;
+      if (!peer_is_built(allocator)) {
+        row.status = "not built";
+        rows.push_back(std::move(row));
+        continue;
+      }
+      fill_from_outcome(row, run_child(request_for(input, allocator, configuration, options)), f);
+      if (fit && input.source.rfind("builtin:", 0) == 0 && row.ok()) {
+        const workload_spec spec = parse_workload_spec(input.source.substr(8));
+        row.max_fitting_batch = static_cast<double>(max_fitting_batch(spec, allocator, configuration, options));
+      }
+      rows.push_back(std::move(row));
+    }
+    if (!f.recorded.empty()) {
+      result_row row;
+      row.trace = input.display;
+      row.allocator = "pytorch-recorded";
+      row.ideal_bytes = static_cast<double>(f.ideal.ideal_bytes);
+      row.peak_reserved_bytes = static_cast<double>(f.recorded_peak_bytes);
+      row.ratio_to_ideal = f.ideal.ideal_bytes == 0 ? 0.0
+                                                    : static_cast<double>(f.recorded_peak_bytes) / static_cast<double>(f.ideal.ideal_bytes);
+      row.device_calls = static_cast<double>(f.recorded_calls);
+      row.peak_live_bytes = static_cast<double>(f.ideal.peak_live_bytes);
+      row.events = static_cast<double>(f.events);
+      row.notes = "rebuilt from the trace's segment events (not a replay)";
+      row.timeline = f.recorded;
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+}  // namespace fragless::bench

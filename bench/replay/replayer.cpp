@@ -1,0 +1,132 @@
+// replayer: see header and Note [Replay timing].
+#include "replayer.hpp"
+
+#include "live_block_checker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+namespace fragless::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct live_entry {
+  void* pointer;
+  std::uint64_t size_bytes;
+  stream_handle stream;
+};
+
+// Keeps at most ~2 * target points while preserving the highest reserved/live values of
+// each bucket, so the plotted peaks are the real ones.
+class timeline_sampler {
+public:
+  timeline_sampler(std::size_t total_events, std::size_t target_points)
+      : bucket_events_(std::max<std::size_t>(1, total_events / std::max<std::size_t>(1, target_points))) {}
+  void add(std::size_t event, std::uint64_t live, std::uint64_t reserved) {
+    const std::size_t bucket = event / bucket_events_;
+    if (!points_.empty() && current_bucket_ == bucket) {
+      timeline_point& last = points_.back();
+      last.live_bytes = std::max(last.live_bytes, live);
+      last.reserved_bytes = std::max(last.reserved_bytes, reserved);
+      return;
+    }
+    current_bucket_ = bucket;
+    points_.push_back(timeline_point{event, live, reserved});
+  }
+  std::vector<timeline_point> take() { return std::move(points_); }
+
+private:
+  std::size_t bucket_events_;
+  std::size_t current_bucket_ = 0;
+  std::vector<timeline_point> points_;
+};
+
+}  // namespace
+
+replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
+                            const std::vector<stream_handle>& streams, const replay_options& options,
+                            const device_counters& counters) {
+  replay_outcome outcome;
+  outcome.counters_available = counters.available();
+  const std::size_t event_count =
+      options.max_events == 0 ? t.events.size() : std::min(options.max_events, t.events.size());
+  outcome.events_replayed = event_count;
+  const int repetitions = std::max(1, options.repetitions);
+  std::vector<double> ns_per_op;
+
+  for (int repetition = 0; repetition < repetitions; ++repetition) {
+    const bool measuring = repetition == 0;
+    std::unordered_map<std::uint64_t, live_entry> live;  // block id -> block
+    live.reserve(1024);
+    live_block_checker checker;
+    timeline_sampler sampler(event_count, options.timeline_points);
+    std::uint64_t live_bytes = 0;
+    std::uint64_t timed_ns = 0;
+    std::uint64_t timed_ops = 0;
+    if (measuring) counters.reset();
+
+    for (std::size_t i = 0; i < event_count; ++i) {
+      const traces::trace_event& e = t.events[i];
+      stream_handle stream = streams.at(e.stream_index);
+      if (e.op == traces::trace_op::alloc) {
+        const auto start = clock_type::now();
+        void* pointer = allocator.allocate(e.size_bytes, stream);
+        timed_ns += static_cast<std::uint64_t>((clock_type::now() - start).count());
+        ++timed_ops;
+        if (pointer == nullptr) {
+          if (measuring) ++outcome.ooms;
+          continue;  // its free is skipped below
+        }
+        if (measuring) {
+          std::string conflict;
+          if (!checker.insert(reinterpret_cast<std::uintptr_t>(pointer), e.size_bytes, &conflict)) {
+            outcome.status = "overlap: event " + std::to_string(i) + ": " + conflict;
+            return outcome;
+          }
+        }
+        live.emplace(e.block_id, live_entry{pointer, e.size_bytes, stream});
+        live_bytes += e.size_bytes;
+      } else {
+        auto found = live.find(e.block_id);
+        if (found == live.end()) continue;  // its allocation failed (OOM)
+        const live_entry block = found->second;
+        live.erase(found);
+        live_bytes -= block.size_bytes;
+        if (measuring) checker.erase(reinterpret_cast<std::uintptr_t>(block.pointer));
+        const auto start = clock_type::now();
+        allocator.deallocate(block.pointer, block.size_bytes, block.stream);
+        timed_ns += static_cast<std::uint64_t>((clock_type::now() - start).count());
+        ++timed_ops;
+      }
+      if (measuring) {
+        const std::uint64_t reserved = allocator.reserved_bytes();
+        if (reserved > outcome.peak_reserved_bytes) {
+          outcome.peak_reserved_bytes = reserved;
+          outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
+        }
+        outcome.peak_live_bytes = std::max(outcome.peak_live_bytes, live_bytes);
+        outcome.device_used_peak_bytes = std::max(outcome.device_used_peak_bytes, counters.used_bytes());
+        sampler.add(i, live_bytes, reserved);
+      }
+    }
+    if (measuring) {
+      outcome.calls = counters.read();
+      outcome.timeline = sampler.take();
+    }
+    // Return what is still live, then the cache, so the next repetition starts clean.
+    for (auto& [id, block] : live) allocator.deallocate(block.pointer, block.size_bytes, block.stream);
+    allocator.release_cached();
+    if (timed_ops != 0) ns_per_op.push_back(static_cast<double>(timed_ns) / static_cast<double>(timed_ops));
+  }
+  if (!ns_per_op.empty()) {
+    std::sort(ns_per_op.begin(), ns_per_op.end());
+    const std::size_t n = ns_per_op.size();
+    outcome.host_ns_per_op = n % 2 == 1 ? ns_per_op[n / 2] : (ns_per_op[n / 2 - 1] + ns_per_op[n / 2]) / 2.0;
+  }
+  return outcome;
+}
+
+}  // namespace fragless::bench

@@ -1,0 +1,56 @@
+// replayer: drives one trace through one replay_allocator and measures it.
+// Invariant: every block the allocator returns is checked against the live set
+// (live_block_checker); an overlap stops the replay with status "overlap". Memory figures
+// come from the first repetition, host time is the median over all repetitions, and the
+// clock runs only around allocate/deallocate calls. See Note [Replay timing].
+#pragma once
+
+#include "device_counters.hpp"
+#include "replay_allocator.hpp"
+#include "traces/trace.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fragless::bench {
+
+// Note [Replay timing]
+// Each allocate/deallocate call is timed on its own with steady_clock and the times are
+// summed; per-operation time is that sum over the number of calls. Queries made for the
+// measurements (reserved bytes, simcuda counters, the overlap checker) sit outside the
+// timed region, so every peer pays the same, zero, measurement overhead. Repetition 0
+// starts from a fresh process; later repetitions start after release_cached(), so they
+// measure a warm allocator, as a real training loop would.
+
+struct replay_options {
+  int repetitions = 3;
+  std::size_t max_events = 0;       // 0 = all; otherwise replay a prefix (reported)
+  std::size_t timeline_points = 600;
+};
+
+struct timeline_point {
+  std::size_t event = 0;
+  std::uint64_t live_bytes = 0;
+  std::uint64_t reserved_bytes = 0;
+};
+
+struct replay_outcome {
+  std::string status = "ok";  // ok | overlap: ... | error: ...
+  std::size_t events_replayed = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t reserved_minus_allocated_at_peak_bytes = 0;
+  std::uint64_t peak_live_bytes = 0;
+  std::uint64_t device_used_peak_bytes = 0;  // simcuda's own account (0 when unavailable)
+  std::uint64_t ooms = 0;
+  double host_ns_per_op = 0.0;
+  device_call_counts calls;
+  bool counters_available = false;
+  std::vector<timeline_point> timeline;
+};
+
+replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
+                            const std::vector<stream_handle>& streams, const replay_options& options,
+                            const device_counters& counters);
+
+}  // namespace fragless::bench

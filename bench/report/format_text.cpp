@@ -1,0 +1,212 @@
+// format_text: the human table and the machine formats (JSON, CSV) from row_fields().
+// Invariant: JSON strings are escaped; numbers are finite or null.
+#include "outputs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace fragless::bench {
+
+namespace {
+
+std::string number_text(double value, field_kind kind) {
+  char buffer[64];
+  switch (kind) {
+    case field_kind::bytes: return format_bytes(value);
+    case field_kind::ratio: std::snprintf(buffer, sizeof buffer, "%.3f", value); return buffer;
+    case field_kind::nanoseconds: std::snprintf(buffer, sizeof buffer, "%.0f", value); return buffer;
+    case field_kind::count: std::snprintf(buffer, sizeof buffer, "%.0f", value); return buffer;
+    case field_kind::text: break;
+  }
+  return {};
+}
+
+std::string raw_number(double value) {
+  char buffer[64];
+  if (std::floor(value) == value && std::fabs(value) < 9.0e15) {
+    std::snprintf(buffer, sizeof buffer, "%.0f", value);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.6g", value);
+  }
+  return buffer;
+}
+
+std::string json_escape(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string csv_escape(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string format_bytes(double bytes) {
+  char buffer[64];
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double mib = 1024.0 * 1024.0;
+  if (std::fabs(bytes) >= gib) std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / gib);
+  else if (std::fabs(bytes) >= mib) std::snprintf(buffer, sizeof buffer, "%.1f MiB", bytes / mib);
+  else if (std::fabs(bytes) >= 1024.0) std::snprintf(buffer, sizeof buffer, "%.1f KiB", bytes / 1024.0);
+  else std::snprintf(buffer, sizeof buffer, "%.0f B", bytes);
+  return buffer;
+}
+
+std::vector<result_row> with_summary_rows(const std::vector<result_row>& rows) {
+  std::vector<result_row> out = rows;
+  std::vector<std::string> order;
+  struct accumulator {
+    double log_ratio = 0, log_ns = 0;
+    int ratio_count = 0, ns_count = 0, failed = 0;
+  };
+  std::map<std::string, accumulator> by_allocator;
+  for (const result_row& row : rows) {
+    if (by_allocator.count(row.allocator) == 0) order.push_back(row.allocator);
+    accumulator& a = by_allocator[row.allocator];
+    if (!row.ok()) {
+      ++a.failed;
+      continue;
+    }
+    if (row.ratio_to_ideal && *row.ratio_to_ideal > 0) {
+      a.log_ratio += std::log(*row.ratio_to_ideal);
+      ++a.ratio_count;
+    }
+    if (row.host_ns_per_op && *row.host_ns_per_op > 0) {
+      a.log_ns += std::log(*row.host_ns_per_op);
+      ++a.ns_count;
+    }
+  }
+  for (const std::string& name : order) {
+    const accumulator& a = by_allocator[name];
+    result_row summary;
+    summary.trace = "geomean (" + std::to_string(a.ratio_count) + " traces)";
+    summary.allocator = name;
+    if (a.ratio_count > 0) summary.ratio_to_ideal = std::exp(a.log_ratio / a.ratio_count);
+    if (a.ns_count > 0) summary.host_ns_per_op = std::exp(a.log_ns / a.ns_count);
+    summary.status = a.failed == 0 ? "ok" : "summary (" + std::to_string(a.failed) + " rows not ok)";
+    if (a.ratio_count == 0 && a.failed > 0) summary.status = "no ok rows";
+    out.push_back(summary);
+  }
+  return out;
+}
+
+std::string format_table(const std::vector<result_row>& rows) {
+  std::vector<const row_field*> columns;
+  for (const row_field& f : row_fields()) {
+    if (f.table_header != nullptr) columns.push_back(&f);
+  }
+  std::vector<std::vector<std::string>> cells;
+  cells.emplace_back();
+  for (const row_field* f : columns) cells.back().push_back(f->table_header);
+  for (const result_row& row : rows) {
+    cells.emplace_back();
+    for (const row_field* f : columns) {
+      if (f->text_member != nullptr) {
+        cells.back().push_back(row.*(f->text_member));
+      } else {
+        const std::optional<double>& value = row.*(f->number_member);
+        cells.back().push_back(value ? number_text(*value, f->kind) : "-");
+      }
+    }
+  }
+  std::vector<std::size_t> widths(columns.size(), 0);
+  for (const auto& line : cells) {
+    for (std::size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size());
+  }
+  std::string out;
+  std::string previous_trace;
+  for (std::size_t r = 0; r < cells.size(); ++r) {
+    if (r > 0 && cells[r][0] != previous_trace) {
+      if (r > 1) out += '\n';
+      previous_trace = cells[r][0];
+    }
+    for (std::size_t c = 0; c < cells[r].size(); ++c) {
+      const bool left = columns[c]->kind == field_kind::text;
+      const std::string& text = cells[r][c];
+      const std::string pad(widths[c] - text.size(), ' ');
+      out += left ? text + pad : pad + text;
+      out += c + 1 == cells[r].size() ? "\n" : "  ";
+    }
+    if (r == 0) {
+      std::size_t total = 0;
+      for (std::size_t w : widths) total += w + 2;
+      out += std::string(total - 2, '-') + "\n";
+    }
+  }
+  return out;
+}
+
+std::string format_json(const std::vector<result_row>& rows) {
+  std::string out = "[\n";
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    out += "  {";
+    bool first = true;
+    for (const row_field& f : row_fields()) {
+      out += first ? "" : ", ";
+      first = false;
+      out += json_escape(f.name) + ": ";
+      if (f.text_member != nullptr) {
+        out += json_escape(rows[r].*(f.text_member));
+      } else {
+        const std::optional<double>& value = rows[r].*(f.number_member);
+        out += (value && std::isfinite(*value)) ? raw_number(*value) : "null";
+      }
+    }
+    out += r + 1 == rows.size() ? "}\n" : "},\n";
+  }
+  return out + "]\n";
+}
+
+std::string format_csv(const std::vector<result_row>& rows) {
+  std::string out;
+  bool first = true;
+  for (const row_field& f : row_fields()) {
+    out += first ? "" : ",";
+    first = false;
+    out += f.name;
+  }
+  out += "\n";
+  for (const result_row& row : rows) {
+    first = true;
+    for (const row_field& f : row_fields()) {
+      out += first ? "" : ",";
+      first = false;
+      if (f.text_member != nullptr) {
+        out += csv_escape(row.*(f.text_member));
+      } else {
+        const std::optional<double>& value = row.*(f.number_member);
+        if (value && std::isfinite(*value)) out += raw_number(*value);
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace fragless::bench

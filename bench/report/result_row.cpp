@@ -1,0 +1,34 @@
+// result_row: the field list (see header).
+#include "result_row.hpp"
+
+namespace fragless::bench {
+
+const std::vector<row_field>& row_fields() {
+  using r = result_row;
+  static const std::vector<row_field> fields = {
+      {"trace", "trace", field_kind::text, &r::trace, nullptr},
+      {"allocator", "allocator", field_kind::text, &r::allocator, nullptr},
+      {"peak_reserved_bytes", "peak reserved", field_kind::bytes, nullptr, &r::peak_reserved_bytes},
+      {"ideal_bytes", "ideal", field_kind::bytes, nullptr, &r::ideal_bytes},
+      {"ratio_to_ideal", "x ideal", field_kind::ratio, nullptr, &r::ratio_to_ideal},
+      {"reserved_minus_allocated_at_peak_bytes", "unused@peak", field_kind::bytes, nullptr,
+       &r::reserved_minus_allocated_at_peak_bytes},
+      {"host_ns_per_op", "ns/op", field_kind::nanoseconds, nullptr, &r::host_ns_per_op},
+      {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
+      {"syncs", "syncs", field_kind::count, nullptr, &r::syncs},
+      {"ooms", "OOMs", field_kind::count, nullptr, &r::ooms},
+      {"max_fitting_batch", nullptr, field_kind::count, nullptr, &r::max_fitting_batch},
+      {"status", "status", field_kind::text, &r::status, nullptr},
+      {"peak_live_bytes", nullptr, field_kind::bytes, nullptr, &r::peak_live_bytes},
+      {"device_allocs", nullptr, field_kind::count, nullptr, &r::device_allocs},
+      {"device_frees", nullptr, field_kind::count, nullptr, &r::device_frees},
+      {"device_maps", nullptr, field_kind::count, nullptr, &r::device_maps},
+      {"device_unmaps", nullptr, field_kind::count, nullptr, &r::device_unmaps},
+      {"events", nullptr, field_kind::count, nullptr, &r::events},
+      {"device_used_peak_bytes", nullptr, field_kind::bytes, nullptr, &r::device_used_peak_bytes},
+      {"notes", nullptr, field_kind::text, &r::notes, nullptr},
+  };
+  return fields;
+}
+
+}  // namespace fragless::bench

@@ -1,0 +1,55 @@
+// result_row: one (trace, allocator) result, and the one field list that the table, the
+// JSON, the CSV and the child-process protocol are all generated from (no second copy).
+// Invariant: a numeric field that does not apply (e.g. host time of "pytorch-recorded")
+// is empty (std::nullopt) and prints as "-", null, or an empty CSV cell.
+#pragma once
+
+#include "replay/replayer.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fragless::bench {
+
+struct result_row {
+  std::string trace;
+  std::string allocator;
+  std::string status = "ok";  // ok | not built: ... | failed: ... | overlap: ... | oom at capacity
+  std::optional<double> peak_reserved_bytes;
+  std::optional<double> ideal_bytes;
+  std::optional<double> ratio_to_ideal;
+  std::optional<double> host_ns_per_op;
+  std::optional<double> device_calls;
+  std::optional<double> syncs;
+  std::optional<double> reserved_minus_allocated_at_peak_bytes;
+  std::optional<double> peak_live_bytes;
+  std::optional<double> device_allocs;
+  std::optional<double> device_frees;
+  std::optional<double> device_maps;
+  std::optional<double> device_unmaps;
+  std::optional<double> ooms;
+  std::optional<double> events;
+  std::optional<double> device_used_peak_bytes;
+  std::optional<double> max_fitting_batch;
+  std::string notes;
+  std::vector<timeline_point> timeline;  // for plots; not a field
+
+  bool ok() const { return status == "ok"; }
+};
+
+enum class field_kind { text, bytes, count, ratio, nanoseconds };
+
+struct row_field {
+  const char* name;          // JSON key, CSV header, child protocol key
+  const char* table_header;  // nullptr = not in the table
+  field_kind kind;
+  std::string result_row::*text_member;              // text fields
+  std::optional<double> result_row::*number_member;  // numeric fields
+};
+
+// The field list, in output order.
+const std::vector<row_field>& row_fields();
+
+}  // namespace fragless::bench
