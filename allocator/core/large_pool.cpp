@@ -76,7 +76,7 @@ std::size_t large_pool::reserved_bytes() const noexcept {
 }
 
 std::size_t large_pool::device_segment_count() const noexcept {
-  return uses_vmm_ ? pages_.mapped_count() : segments_.size();
+  return uses_vmm_ ? pages_.mapped_run_count() : segments_.size();
 }
 
 std::size_t large_pool::cached_free_bytes() const noexcept {

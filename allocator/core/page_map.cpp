@@ -20,12 +20,21 @@ void page_map::for_each_overlap(std::uintptr_t address, std::size_t size_bytes, 
   }
 }
 
+std::size_t page_map::mapped_neighbours(std::size_t index) const noexcept {
+  std::size_t count = 0;
+  if (index > 0 && pages_[index - 1].mapped) ++count;
+  if (index + 1 < pages_.size() && pages_[index + 1].mapped) ++count;
+  return count;
+}
+
 void page_map::set_mapped(std::size_t index, backend::physical_handle handle) {
   page_state& target = pages_[index];
   assert(!target.mapped);
   target.mapped = true;
   target.handle = handle;
   ++mapped_count_;
+  // A new page joins 0, 1 or 2 neighbouring runs: +1, 0 or -1 runs.
+  mapped_run_count_ = mapped_run_count_ + 1 - mapped_neighbours(index);
   if (target.live_bytes == 0) cached_free_.insert(index);
 }
 
@@ -34,6 +43,7 @@ backend::physical_handle page_map::set_unmapped(std::size_t index) {
   assert(target.mapped && target.live_bytes == 0);
   target.mapped = false;
   --mapped_count_;
+  mapped_run_count_ = mapped_run_count_ + mapped_neighbours(index) - 1;
   cached_free_.erase(index);
   return target.handle;
 }

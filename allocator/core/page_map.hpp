@@ -2,7 +2,8 @@
 // device's virtual range, how many live bytes touch it, whether a physical page is mapped
 // there, and which. The compaction work builds on this file.
 // Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
-// cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|.
+// cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|;
+// mapped_run_count = number of maximal runs of consecutive mapped pages.
 // Not thread-safe: the owner holds its device lock.
 #pragma once
 
@@ -45,6 +46,8 @@ class page_map {
 
   const std::set<std::size_t>& cached_free_pages() const noexcept { return cached_free_; }
   std::size_t mapped_count() const noexcept { return mapped_count_; }
+  // Maximal runs of consecutive mapped pages (what the stats call device segments).
+  std::size_t mapped_run_count() const noexcept { return mapped_run_count_; }
   std::size_t mapped_bytes() const noexcept { return mapped_count_ * page_bytes_; }
 
  private:
@@ -61,6 +64,9 @@ class page_map {
   std::vector<page_state> pages_;
   std::set<std::size_t> cached_free_;
   std::size_t mapped_count_ = 0;
+  std::size_t mapped_run_count_ = 0;
+  // How many of the page's neighbours are mapped.
+  std::size_t mapped_neighbours(std::size_t page) const noexcept;
 };
 
 }  // namespace fragless::core

@@ -1,0 +1,164 @@
+// A CUDA-free backend for unit tests of the allocator's plain-C++ layers: device memory is
+// only address arithmetic (nothing is dereferenced), events complete when the test says
+// so, and any call can be made to fail. Invariant: used_bytes() == bytes of live
+// segments + live physical handles, like simcuda_used_bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace fragless::testing {
+
+namespace be = fragless::backend;
+
+class fake_backend final : public be::backend {
+ public:
+  explicit fake_backend(std::uint64_t capacity_bytes, bool vmm = true) : capacity_(capacity_bytes), vmm_(vmm) {}
+
+  // ---- test controls ----
+  bool events_complete = true;   // query_event answers ok (true) or not_ready
+  std::string fail_next;         // name of the next call to fail ("create_physical", ...)
+  std::uint64_t used_bytes() const { return used_; }
+  std::uint64_t mapped_bytes() const { return mapped_; }
+  int syncs = 0;
+  int waits = 0;
+
+  const char* name() const noexcept override { return "fake"; }
+  int device_count() noexcept override { return 2; }
+  be::status get_memory_info(int, be::memory_info* info) noexcept override {
+    info->total_bytes = capacity_;
+    info->free_bytes = capacity_ - used_;
+    return be::status::ok;
+  }
+  be::status stream_device(be::stream_handle stream, int fallback, int* device) noexcept override {
+    // Streams with the top bit set belong to device 1, other non-null streams to device 0.
+    if (stream == nullptr) *device = fallback;
+    else *device = (reinterpret_cast<std::uintptr_t>(stream) >> 63) ? 1 : 0;
+    return be::status::ok;
+  }
+  be::status synchronize_device(int) noexcept override {
+    if (should_fail("synchronize_device")) return be::status::error;
+    ++syncs;
+    return be::status::ok;
+  }
+  std::string last_error_text() noexcept override { return "fake failure"; }
+
+  be::status malloc_segment(int, std::size_t bytes, void** address) noexcept override {
+    if (should_fail("malloc_segment")) return be::status::error;
+    if (used_ + bytes > capacity_) return be::status::out_of_memory;
+    used_ += bytes;
+    next_address_ = (next_address_ + bytes + (1 << 21)) & ~std::uintptr_t{(1 << 21) - 1};
+    *address = reinterpret_cast<void*>(next_address_);
+    segments_[next_address_] = bytes;
+    next_address_ += bytes;
+    return be::status::ok;
+  }
+  be::status free_segment(int, void* address) noexcept override {
+    auto at = segments_.find(reinterpret_cast<std::uintptr_t>(address));
+    if (at == segments_.end()) return be::status::error;
+    used_ -= at->second;
+    segments_.erase(at);
+    return be::status::ok;
+  }
+  bool supports_vmm(int) noexcept override { return vmm_; }
+  std::size_t vmm_granularity_bytes(int) noexcept override { return std::size_t{2} << 20; }
+  be::status reserve_address_range(int, std::size_t bytes, std::uintptr_t* base) noexcept override {
+    if (should_fail("reserve_address_range")) return be::status::error;
+    *base = std::uintptr_t{1} << 44;
+    range_bytes_ = bytes;
+    return be::status::ok;
+  }
+  be::status free_address_range(int, std::uintptr_t, std::size_t) noexcept override {
+    return be::status::ok;
+  }
+  be::status create_physical(int, std::size_t bytes, be::physical_handle* handle) noexcept override {
+    if (should_fail("create_physical")) return be::status::error;
+    if (used_ + bytes > capacity_) return be::status::out_of_memory;
+    used_ += bytes;
+    *handle = next_handle_++;
+    handles_[*handle] = bytes;
+    return be::status::ok;
+  }
+  be::status release_physical(int, be::physical_handle handle) noexcept override {
+    auto at = handles_.find(handle);
+    if (at == handles_.end() || mapped_handles_.count(handle)) return be::status::error;
+    used_ -= at->second;
+    handles_.erase(at);
+    return be::status::ok;
+  }
+  be::status map(int, std::uintptr_t address, std::size_t bytes, be::physical_handle handle) noexcept override {
+    if (should_fail("map")) return be::status::error;
+    if (!handles_.count(handle) || mapped_handles_.count(handle) || mappings_.count(address))
+      return be::status::error;
+    mapped_handles_.insert(handle);
+    mappings_[address] = handle;
+    mapped_ += bytes;
+    return be::status::ok;
+  }
+  be::status unmap(int, std::uintptr_t address, std::size_t bytes) noexcept override {
+    if (should_fail("unmap")) return be::status::error;
+    auto at = mappings_.find(address);
+    if (at == mappings_.end()) return be::status::error;
+    mapped_handles_.erase(at->second);
+    mappings_.erase(at);
+    mapped_ -= bytes;
+    return be::status::ok;
+  }
+  // Is [address, address + bytes) entirely mapped?
+  bool is_mapped(std::uintptr_t address, std::size_t bytes) const {
+    const std::uintptr_t page = std::uintptr_t{2} << 20;
+    for (std::uintptr_t at = address & ~(page - 1); at < address + bytes; at += page)
+      if (!mappings_.count(at)) return false;
+    return true;
+  }
+
+  be::status create_event(int, be::event_handle* event) noexcept override {
+    if (should_fail("create_event")) return be::status::error;
+    *event = reinterpret_cast<void*>(next_event_++);
+    ++live_events;
+    return be::status::ok;
+  }
+  be::status destroy_event(int, be::event_handle) noexcept override {
+    --live_events;
+    return be::status::ok;
+  }
+  be::status record_event(int, be::event_handle, be::stream_handle) noexcept override {
+    if (should_fail("record_event")) return be::status::error;
+    return be::status::ok;
+  }
+  be::status query_event(int, be::event_handle) noexcept override {
+    return events_complete ? be::status::ok : be::status::not_ready;
+  }
+  be::status stream_wait_event(int, be::stream_handle, be::event_handle) noexcept override {
+    if (should_fail("stream_wait_event")) return be::status::error;
+    ++waits;
+    return be::status::ok;
+  }
+  int live_events = 0;
+
+ private:
+  bool should_fail(const char* call) noexcept {
+    if (fail_next != call) return false;
+    fail_next.clear();
+    return true;
+  }
+  std::uint64_t capacity_;
+  bool vmm_;
+  std::uint64_t used_ = 0;
+  std::uint64_t mapped_ = 0;
+  std::size_t range_bytes_ = 0;
+  std::uintptr_t next_address_ = std::uintptr_t{1} << 40;
+  be::physical_handle next_handle_ = 1;
+  std::uintptr_t next_event_ = 0x1000;
+  std::map<std::uintptr_t, std::size_t> segments_;
+  std::map<be::physical_handle, std::size_t> handles_;
+  std::set<be::physical_handle> mapped_handles_;
+  std::map<std::uintptr_t, be::physical_handle> mappings_;
+};
+
+}  // namespace fragless::testing

@@ -1,0 +1,207 @@
+// The allocator (device_cache) driven by a fake backend: random operations with full
+// consistency checks, pending frees, cross-stream waits, the OOM path and failing calls,
+// in both VMM and cudaMalloc modes -- no CUDA involved.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <random>
+
+#include "consistency.hpp"
+#include "core/allocator.hpp"
+#include "fake_backend.hpp"
+
+using namespace fragless;
+using fragless::testing::fake_backend;
+
+namespace {
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+struct fixture {
+  fake_backend* device_backend;
+  core::allocator instance;
+  fixture(std::uint64_t capacity, bool vmm)
+      : device_backend(new fake_backend(capacity, vmm)),
+        instance(std::unique_ptr<backend::backend>(device_backend), core::cache_settings{vmm, 2.0, false}) {}
+  core::device_cache& cache() { return instance.device(0); }
+  void check() { fragless::testing::check_consistency(cache().snapshot(), cache().stats()); }
+};
+
+void* stream_number(std::uintptr_t n) { return reinterpret_cast<void*>(n); }
+
+int ops_from_env(int fallback) {
+  const char* text = std::getenv("FRAGLESS_TEST_OPS");
+  return text ? std::atoi(text) : fallback;
+}
+
+}  // namespace
+
+TEST_CASE("fake backend: random operations keep stats and layout consistent", "[fake][property]") {
+  const bool vmm = GENERATE(true, false);
+  INFO("vmm " << vmm);
+  fixture f(4 * kGiB, vmm);
+  std::mt19937_64 random(vmm ? 1 : 2);
+  std::vector<std::pair<void*, std::size_t>> live;
+  std::size_t live_bytes = 0;
+  const int operations = ops_from_env(20000);
+  for (int step = 0; step < operations; ++step) {
+    const auto choice = random() % 100;
+    if ((choice < 55 && live_bytes < 2 * kGiB) || live.empty()) {
+      std::size_t size = 0;
+      switch (random() % 4) {
+        case 0: size = 1 + random() % 4096; break;
+        case 1: size = 1 + random() % (64 * 1024); break;
+        case 2: size = 64 * 1024 + random() % (4 << 20); break;
+        default: size = (1 + random() % 40) << 20; break;
+      }
+      void* stream = stream_number(1 + random() % 3);
+      void* block = f.instance.allocate(size, 0, stream);
+      REQUIRE(block != nullptr);
+      REQUIRE(reinterpret_cast<std::uintptr_t>(block) % 512 == 0);
+      if (vmm) REQUIRE(f.device_backend->is_mapped(reinterpret_cast<std::uintptr_t>(block), size));
+      live.push_back({block, size});
+      live_bytes += size;
+    } else if (choice < 60) {
+      f.instance.record_stream(live[random() % live.size()].first, stream_number(1 + random() % 3));
+    } else if (choice < 61) {
+      f.device_backend->events_complete = !f.device_backend->events_complete;
+    } else if (choice < 62) {
+      f.cache().release_cache(random() % 2 ? 0 : (64 << 20));
+    } else {
+      const std::size_t at = random() % live.size();
+      f.instance.deallocate(live[at].first);
+      live_bytes -= live[at].second;
+      live[at] = live.back();
+      live.pop_back();
+    }
+    if (step % 500 == 0) f.check();
+  }
+  f.check();
+  for (auto& [block, size] : live) f.instance.deallocate(block);
+  f.device_backend->events_complete = true;
+  f.cache().release_cache(0);
+  f.check();
+  const usage_stats stats = f.cache().stats();
+  CHECK(stats.allocated_bytes[pool_all].current == 0);
+  CHECK(stats.reserved_bytes[pool_all].current == 0);
+  CHECK(f.device_backend->used_bytes() == 0);
+  CHECK(stats.num_device_alloc == stats.num_device_free);
+}
+
+TEST_CASE("fake backend: a recorded stream keeps the block pending until its event completes", "[fake]") {
+  fixture f(kGiB, true);
+  void* s1 = stream_number(1);
+  void* s2 = stream_number(2);
+  f.device_backend->events_complete = false;
+  void* block = f.instance.allocate(8 << 20, 0, s1);
+  f.instance.record_stream(block, s2);
+  f.instance.deallocate(block);
+  auto snap = f.cache().snapshot();
+  int pending = 0;
+  for (auto& segment : snap.segments)
+    for (auto& b : segment.blocks) pending += b.state == block_state::active_pending_free;
+  CHECK(pending == 1);
+  f.check();
+  // Not reusable while pending: a same-size request gets other memory.
+  void* other = f.instance.allocate(8 << 20, 0, s1);
+  CHECK(other != block);
+  f.device_backend->events_complete = true;
+  f.instance.deallocate(other);
+  void* again = f.instance.allocate(8 << 20, 0, s1);  // processes the completed event
+  f.check();
+  CHECK((again == block || again == other));
+  f.instance.deallocate(again);
+  f.check();
+}
+
+TEST_CASE("fake backend: reuse on another stream waits on an event, same stream does not", "[fake]") {
+  fixture f(kGiB, true);
+  void* block = f.instance.allocate(8 << 20, 0, stream_number(1));
+  f.instance.deallocate(block);
+  const int waits_before = f.device_backend->waits;
+  void* same = f.instance.allocate(8 << 20, 0, stream_number(1));
+  CHECK(same == block);
+  CHECK(f.device_backend->waits == waits_before);
+  f.instance.deallocate(same);
+  void* other = f.instance.allocate(8 << 20, 0, stream_number(2));
+  CHECK(other == block);  // best fit reuses it...
+  CHECK(f.device_backend->waits == waits_before + 1);  // ...after stream 2 waits for stream 1
+  f.instance.deallocate(other);
+}
+
+TEST_CASE("fake backend: out of memory releases the cache, retries, then fails cleanly", "[fake][oom]") {
+  const bool vmm = GENERATE(true, false);
+  fixture f(256 << 20, vmm);
+  void* a = f.instance.allocate(100 << 20, 0, stream_number(1));
+  void* b = f.instance.allocate(100 << 20, 0, stream_number(1));
+  f.instance.deallocate(b);  // cached
+  void* c = f.instance.allocate(120 << 20, 0, stream_number(1));  // needs the cached memory back
+  REQUIRE(c != nullptr);
+  f.check();
+  const usage_stats before = f.cache().stats();
+  try {
+    f.instance.allocate(200 << 20, 0, stream_number(1));
+    FAIL("expected out_of_memory_error");
+  } catch (const out_of_memory_error& oom) {
+    const std::string text = oom.what();
+    CHECK(text.rfind("CUDA out of memory. Tried to allocate 200.00 MiB. GPU 0 has a total capacity of 256.00 MiB", 0) == 0);
+    CHECK(text.find("reserved by fragless but unallocated") != std::string::npos);
+    CHECK(text.find("largest free block") != std::string::npos);
+  }
+  const usage_stats after = f.cache().stats();
+  CHECK(after.num_ooms == before.num_ooms + 1);
+  CHECK(after.num_alloc_retries == before.num_alloc_retries + 1);
+  CHECK(after.num_sync_all_streams == before.num_sync_all_streams + 1);
+  f.check();
+  f.instance.deallocate(a);
+  f.instance.deallocate(c);
+  CHECK(f.cache().release_cache(0) > 0);
+  CHECK(f.device_backend->used_bytes() == 0);
+  // Larger than the device: refused at once.
+  CHECK_THROWS_AS(f.instance.allocate(std::size_t{1} << 40, 0, nullptr), out_of_memory_error);
+}
+
+TEST_CASE("fake backend: failing device calls leave the allocator consistent", "[fake][faults]") {
+  const char* call = GENERATE("create_physical", "map", "stream_wait_event", "record_event", "create_event",
+                              "malloc_segment", "synchronize_device", "unmap");
+  INFO(call);
+  for (bool vmm : {true, false}) {
+    fixture f(kGiB, vmm);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 6; ++i) blocks.push_back(f.instance.allocate((i + 1) << 20, 0, stream_number(1 + i % 2)));
+    f.instance.record_stream(blocks[0], stream_number(3));
+    for (int i = 0; i < 6; i += 2) f.instance.deallocate(blocks[i]);
+    f.device_backend->fail_next = call;
+    std::vector<void*> more;
+    for (int i = 0; i < 6; ++i) {
+      try {
+        more.push_back(f.instance.allocate((i + 1) << 20, 0, stream_number(2 - i % 2)));
+      } catch (const device_error&) {
+      }
+      f.check();
+    }
+    f.cache().release_cache(0);
+    f.check();
+    for (int i = 1; i < 6; i += 2) f.instance.deallocate(blocks[i]);
+    for (void* block : more) f.instance.deallocate(block);
+    f.cache().release_cache(0);
+    f.cache().release_cache(0);
+    f.check();
+    CHECK(f.device_backend->used_bytes() == 0);
+  }
+}
+
+TEST_CASE("fake backend: bad input", "[fake][bad_input]") {
+  fixture f(kGiB, true);
+  void* block = f.instance.allocate(1 << 20, 0, stream_number(1));
+  CHECK_THROWS_AS(f.instance.deallocate(static_cast<char*>(block) + 512), invalid_pointer_error);
+  CHECK_THROWS_AS(f.instance.deallocate(reinterpret_cast<void*>(0x1234)), invalid_pointer_error);
+  CHECK(f.instance.allocate(0, 0, stream_number(1)) == nullptr);
+  CHECK_THROWS_AS(f.instance.allocate(1024, 7, nullptr), invalid_argument_error);
+  // A device-1 stream used on device 0.
+  CHECK_THROWS_AS(f.instance.allocate(1024, 0, reinterpret_cast<void*>(std::uintptr_t{1} << 63 | 5)),
+                  invalid_argument_error);
+  f.instance.deallocate(block);
+  CHECK_THROWS_AS(f.instance.deallocate(block), invalid_pointer_error);
+  f.check();
+}

@@ -1,0 +1,126 @@
+// Unit tests of the CUDA-free building blocks: size classes, free index, page map.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "core/free_index.hpp"
+#include "core/page_map.hpp"
+#include "core/size_classes.hpp"
+
+using namespace fragless::core;
+
+TEST_CASE("size classes meet the documented waste bound", "[size_classes]") {
+  std::size_t previous = 0;
+  for (std::size_t c = 0; c < kClassCount; ++c) {
+    const std::size_t size = class_size_bytes(c);
+    REQUIRE(size % kBlockAlignment == 0);
+    REQUIRE(size > previous);  // strictly increasing
+    previous = size;
+    REQUIRE(slab_bytes(c) % size == 0);
+    REQUIRE(slab_bytes(c) / size >= 8);
+    REQUIRE(slab_bytes(c) >= 64 * 1024);
+  }
+  REQUIRE(class_size_bytes(kClassCount - 1) == kSmallLimitBytes);
+  for (std::size_t request = 1; request <= kSmallLimitBytes; ++request) {
+    const std::size_t c = class_of(request);
+    REQUIRE(c < kClassCount);
+    const std::size_t rounded = rounded_request_bytes(request);
+    const std::size_t size = class_size_bytes(c);
+    REQUIRE(size >= rounded);
+    // Smallest fitting class.
+    if (c > 0) REQUIRE(class_size_bytes(c - 1) < rounded);
+    if (rounded <= 4096) REQUIRE(size == rounded);
+    else REQUIRE((size - rounded) * 8 < rounded);  // waste strictly below 12.5 %
+  }
+  REQUIRE(class_of(0) == 0);
+  REQUIRE(!is_small(kSmallLimitBytes + 1));
+}
+
+TEST_CASE("free index: best fit, address order, coalescing", "[free_index]") {
+  free_index index;
+  index.insert({0x10000, 4096, 0, {}});
+  index.insert({0x20000, 1024, 0, {}});
+  index.insert({0x30000, 1024, 0, {}});
+  REQUIRE(index.range_count() == 3);
+  auto fit = index.best_fit(1000);
+  REQUIRE(fit);
+  CHECK(fit->address == 0x20000);  // smallest, then lowest address
+  fit = index.best_fit(2000);
+  REQUIRE(fit);
+  CHECK(fit->address == 0x10000);
+  CHECK(!index.best_fit(8192));
+  index.carve(0x10000 + 512, 1024);
+  CHECK(index.range_count() == 4);
+  CHECK(index.free_bytes() == 4096 - 1024 + 2048);
+  index.insert({0x10000 + 512, 1024, 0, fragless::core::stream_set(reinterpret_cast<void*>(7))});
+  REQUIRE(index.range_count() == 3);
+  auto merged = index.containing(0x10000 + 100);
+  REQUIRE(merged);
+  CHECK(merged->size_bytes == 4096);
+  CHECK(merged->streams.contains(reinterpret_cast<void*>(7)));
+  // Different segments never merge.
+  index.insert({0x20000 + 1024, 512, 5, {}});
+  CHECK(index.range_count() == 4);
+  index.forget_streams();
+  CHECK(index.containing(0x10000)->streams.empty());
+}
+
+TEST_CASE("free index: random carve/insert keeps ranges maximal and bytes exact", "[free_index]") {
+  std::mt19937_64 random(42);
+  free_index index;
+  const std::uintptr_t base = 1 << 20;
+  const std::size_t total = 4096 * 512;
+  index.insert({base, total, 0, {}});
+  std::vector<std::pair<std::uintptr_t, std::size_t>> taken;
+  std::size_t taken_bytes = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (taken.empty() || random() % 2) {
+      const std::size_t size = (1 + random() % 64) * 512;
+      auto fit = index.best_fit(size);
+      if (!fit) continue;
+      REQUIRE(fit->size_bytes >= size);
+      index.carve(fit->address, size);
+      taken.push_back({fit->address, size});
+      taken_bytes += size;
+    } else {
+      const std::size_t at = random() % taken.size();
+      index.insert({taken[at].first, taken[at].second, 0, {}});
+      taken_bytes -= taken[at].second;
+      taken[at] = taken.back();
+      taken.pop_back();
+    }
+    REQUIRE(index.free_bytes() + taken_bytes == total);
+  }
+  for (auto& [address, size] : taken) index.insert({address, size, 0, {}});
+  REQUIRE(index.range_count() == 1);
+  REQUIRE(index.largest_bytes() == total);
+}
+
+TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
+  const std::size_t page = 2 << 20;
+  page_map pages(0x100000000ull, 8, page);
+  pages.set_mapped(1, 11);
+  pages.set_mapped(2, 12);
+  CHECK(pages.mapped_run_count() == 1);
+  pages.set_mapped(4, 14);
+  CHECK(pages.mapped_run_count() == 2);
+  CHECK(pages.cached_free_pages().size() == 3);
+  // A block straddling pages 1 and 2.
+  const std::uintptr_t address = pages.page_address(1) + page - 4096;
+  pages.add_live(address, 8192);
+  CHECK(pages.live_bytes(1) == 4096);
+  CHECK(pages.live_bytes(2) == 4096);
+  CHECK(pages.cached_free_pages().size() == 1);
+  pages.remove_live(address, 4096);
+  CHECK(pages.cached_free_pages().count(1) == 1);
+  CHECK(pages.cached_free_pages().count(2) == 0);
+  CHECK(pages.set_unmapped(4) == 14);
+  CHECK(pages.mapped_run_count() == 1);
+  pages.set_mapped(3, 13);
+  pages.set_mapped(4, 14);
+  CHECK(pages.mapped_run_count() == 1);
+  pages.remove_live(address + 4096, 4096);
+  CHECK(pages.set_unmapped(2) == 12);  // splits the run 1..4
+  CHECK(pages.mapped_run_count() == 2);
+  CHECK(pages.mapped_bytes() == 3 * page);
+}
