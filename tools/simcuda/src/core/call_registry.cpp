@@ -33,6 +33,9 @@ const char* const kNames[] = {
 #define SIMCUDA_DRIVER_EXPORT(name) #name,
 #include "../driver/driver_exports.def"
 #undef SIMCUDA_DRIVER_EXPORT
+#define SIMCUDA_NVML_EXPORT(name) #name,
+#include "../nvml/nvml_exports.def"
+#undef SIMCUDA_NVML_EXPORT
 };
 constexpr int kNameCount = static_cast<int>(sizeof(kNames) / sizeof(kNames[0]));
 

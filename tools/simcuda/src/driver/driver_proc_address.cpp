@@ -5,7 +5,8 @@
 // driver we hand out the newest variant ("cuMemAlloc_v2") whose version the caller's version
 // reaches; the minimum versions below follow the CUDA release that introduced each variant
 // (default 3020 for _v2, 12030 for _v3, 12050 for _v4). A name already carrying a suffix
-// resolves as is. Lookups use dlsym on this library's own handle, so they find simcuda's
+// resolves as is. A variant that is only a not-supported stub (driver_stubs.cpp) loses to
+// an older implemented one (cuCtxGetDevice over the stub cuCtxGetDevice_v2). Lookups use dlsym on this library's own handle, so they find simcuda's
 // functions (including the not-supported stubs of driver_stubs.cpp) and never an
 // interposer's. Per-thread-default-stream variants are not distinguished.
 #include <dlfcn.h>
@@ -59,16 +60,23 @@ int minimum_version(const std::string& versioned) {
 
 }  // namespace
 
+namespace simcuda {
+bool is_driver_stub(const void* function);
+}
+
 extern "C" void* simcuda_core_driver_proc(const char* symbol, unsigned cuda_version) {
   if (symbol == nullptr || std::strncmp(symbol, "cu", 2) != 0) return nullptr;
   std::string name(symbol);
-  for (const char* suffix : {"_v4", "_v3", "_v2"}) {
+  void* newest_stub = nullptr;
+  for (const char* suffix : {"_v4", "_v3", "_v2", ""}) {
     std::string versioned = name + suffix;
-    if (static_cast<int>(cuda_version) >= minimum_version(versioned)) {
-      if (void* found = own_symbol(versioned)) return found;
-    }
+    if (static_cast<int>(cuda_version) < minimum_version(versioned)) continue;
+    void* found = own_symbol(versioned);
+    if (found == nullptr) continue;
+    if (!simcuda::is_driver_stub(found)) return found;
+    if (newest_stub == nullptr) newest_stub = found;
   }
-  return own_symbol(name);
+  return newest_stub;
 }
 
 namespace {

@@ -17,7 +17,24 @@ int unsupported(const char* name) {
 
 }  // namespace
 
-#define SIMCUDA_DRIVER_EXPORT(name) \
-  extern "C" __attribute__((weak, visibility("default"))) int name(...) { return unsupported(#name); }
+// The stubs live in their own section so that cuGetProcAddress can tell them from
+// implementations (Note [Proc address versions]).
+#define SIMCUDA_DRIVER_EXPORT(name)                                                       \
+  extern "C" __attribute__((weak, visibility("default"), section("simcuda_driver_stubs"))) \
+  int name(...) {                                                                         \
+    return unsupported(#name);                                                            \
+  }
 #include "driver_exports.def"
 #undef SIMCUDA_DRIVER_EXPORT
+
+extern "C" char __start_simcuda_driver_stubs[];
+extern "C" char __stop_simcuda_driver_stubs[];
+
+namespace simcuda {
+
+bool is_driver_stub(const void* function) {
+  auto address = reinterpret_cast<const char*>(function);
+  return address >= __start_simcuda_driver_stubs && address < __stop_simcuda_driver_stubs;
+}
+
+}  // namespace simcuda
