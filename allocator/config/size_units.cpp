@@ -107,7 +107,7 @@ bool parse_size_bytes(std::string_view text, bool allows_unlimited, std::uint64_
       }
     }
     if (!known) {
-      error = "unknown unit \"" + std::string(text.substr(position)) + "\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)";
+      error = "unknown unit; use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB";
       return false;
     }
   }
