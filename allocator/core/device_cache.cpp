@@ -297,6 +297,7 @@ void device_cache::account_device_locked() noexcept {
   stats_.map_ns += now.map_ns - accounted_counters_.map_ns;
   stats_.unmap_ns += now.unmap_ns - accounted_counters_.unmap_ns;
   stats_.num_cross_stream_waits += now.cross_stream_waits - accounted_counters_.cross_stream_waits;
+  stats_.num_sync_all_streams += now.device_syncs - accounted_counters_.device_syncs;
   accounted_reserved_bytes_ = reserved;
   accounted_segments_ = segments;
   accounted_counters_ = now;

@@ -42,6 +42,11 @@ namespace fragless::core {
 //    the OOM path and empty_cache after their device synchronization.
 // Small-pool objects are only reused by the stream whose shard owns them; slabs go back
 // to the large pool (and so to other streams) tagged with that stream.
+// If an event cannot be recorded on a remembered stream (the program destroyed it; its
+// queued work still runs), the allocator falls back to one device synchronization
+// (counted in num_sync_all_streams) and forgets every remembered stream.
+// Known limit (shared with PyTorch): streams are identified by handle value, so a new
+// stream that reuses a destroyed stream's handle inherits its small-pool shard.
 // Settings.unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 struct cache_settings {
   bool use_vmm = true;

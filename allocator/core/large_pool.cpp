@@ -145,9 +145,18 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
   if (skip_stream_waits_ || !range.streams.foreign_to(stream)) return backend::status::ok;
   for (stream_id other : range.streams.streams()) {
     if (other == stream) continue;
-    backend::status result = events_.order_after(stream, other);
-    if (result != backend::status::ok) return result;
-    ++counters_.cross_stream_waits;
+    if (events_.order_after(stream, other) == backend::status::ok) {
+      ++counters_.cross_stream_waits;
+      continue;
+    }
+    // The stream may have been destroyed since it freed here (its handle is dead but its
+    // work still runs to completion). Only a device synchronization orders us after it;
+    // it also makes every free range clean.
+    backend::status synchronized = backend_.synchronize_device(device_);
+    if (synchronized != backend::status::ok) return synchronized;
+    ++counters_.device_syncs;
+    index_.forget_streams();
+    return backend::status::ok;
   }
   return backend::status::ok;
 }

@@ -42,6 +42,7 @@ struct large_pool_counters {
   std::int64_t unmap_ns = 0;
   std::int64_t page_moves = 0;
   std::int64_t cross_stream_waits = 0;
+  std::int64_t device_syncs = 0;  // fallback synchronizations (Note [Stream reuse])
 };
 
 // A reserved region as the snapshot shows it: a cudaMalloc segment, or a run of mapped pages.

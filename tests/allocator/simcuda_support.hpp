@@ -1,0 +1,26 @@
+// Helpers for allocator tests on simcuda: allocator instances with the real CUDA backend
+// and chosen settings, streams, pattern fill, and simcuda state resets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/allocator.hpp"
+
+namespace fragless::testing {
+
+std::unique_ptr<core::allocator> make_simcuda_allocator(const core::cache_settings& settings);
+void* create_stream(int device = 0);
+void destroy_stream(void* stream);
+// Clears pending kernels, races, faults and counters of simcuda.
+void reset_simcuda();
+// Writes / checks a pattern derived from `seed` over [block, block + bytes) (host-addressable).
+void fill_pattern(void* block, std::size_t bytes, std::uint64_t seed);
+bool check_pattern(const void* block, std::size_t bytes, std::uint64_t seed);
+std::string race_report();
+// FRAGLESS_TEST_OPS or the default.
+long operations_from_env(long fallback);
+
+}  // namespace fragless::testing
