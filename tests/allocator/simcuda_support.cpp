@@ -64,6 +64,15 @@ std::string race_report() {
   return text.data();
 }
 
+void order_streams(void* waiter, void* source) {
+  if (waiter == source) return;
+  cudaEvent_t event = nullptr;
+  cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  cudaEventRecord(event, static_cast<cudaStream_t>(source));
+  cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), event, 0);
+  cudaEventDestroy(event);
+}
+
 long operations_from_env(long fallback) {
   const char* text = std::getenv("FRAGLESS_TEST_OPS");
   if (text == nullptr) return fallback;

@@ -20,6 +20,8 @@ void reset_simcuda();
 void fill_pattern(void* block, std::size_t bytes, std::uint64_t seed);
 bool check_pattern(const void* block, std::size_t bytes, std::uint64_t seed);
 std::string race_report();
+// Makes `waiter` wait for the work queued on `source` so far (event record + wait).
+void order_streams(void* waiter, void* source);
 // FRAGLESS_TEST_OPS or the default.
 long operations_from_env(long fallback);
 
