@@ -47,13 +47,37 @@ std::vector<std::string> child_environment(const child_request& request) {
   return environment;
 }
 
+// Protocol values are single lines.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  if (text.size() > 400) text = text.substr(0, 400) + "...";
+  return text;
+}
+
+std::string last_line_of(std::FILE* file) {
+  std::string text;
+  std::rewind(file);
+  char buffer[4096];
+  std::size_t got;
+  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
+    text.append(buffer, got);
+    if (text.size() > 65536) text.erase(0, text.size() - 8192);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const std::size_t newline = text.rfind('\n');
+  return newline == std::string::npos ? text : text.substr(newline + 1);
+}
+
 }  // namespace
 
 std::string encode_outcome(const replay_outcome& o, const std::string& unavailable_reason) {
   std::ostringstream out;
   out.precision(17);
-  out << "status\t" << o.status << "\n";
-  if (!unavailable_reason.empty()) out << "unavailable\t" << unavailable_reason << "\n";
+  out << "status\t" << one_line(o.status) << "\n";
+  if (!unavailable_reason.empty()) out << "unavailable\t" << one_line(unavailable_reason) << "\n";
+  if (!o.first_failure.empty()) out << "first_failure\t" << one_line(o.first_failure) << "\n";
   out << "events_replayed\t" << o.events_replayed << "\n"
       << "peak_reserved_bytes\t" << o.peak_reserved_bytes << "\n"
       << "reserved_minus_allocated_at_peak_bytes\t" << o.reserved_minus_allocated_at_peak_bytes << "\n"
@@ -88,6 +112,7 @@ child_result decode_outcome(const std::string& text) {
     try {
       if (key == "status") o.status = value;
       else if (key == "unavailable") result.unavailable_reason = value;
+      else if (key == "first_failure") o.first_failure = value;
       else if (key == "events_replayed") o.events_replayed = std::stoull(value);
       else if (key == "peak_reserved_bytes") o.peak_reserved_bytes = std::stoull(value);
       else if (key == "reserved_minus_allocated_at_peak_bytes") o.reserved_minus_allocated_at_peak_bytes = std::stoull(value);
@@ -143,16 +168,21 @@ child_result run_child(const child_request& request) {
   for (std::string& e : environment) env_pointers.push_back(e.data());
   env_pointers.push_back(nullptr);
 
+  // The child's stderr goes to a scratch file: peers and simcuda can be chatty; the last
+  // line is kept for the status when the child fails.
+  std::FILE* error_log = std::tmpfile();
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child < 0) {
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
+    if (error_log != nullptr) std::fclose(error_log);
     failed.outcome.status = "failed: fork: " + std::string(std::strerror(errno));
     return failed;
   }
   if (child == 0) {
     ::dup2(pipe_fds[1], STDOUT_FILENO);
+    if (error_log != nullptr) ::dup2(::fileno(error_log), STDERR_FILENO);
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
     ::execve(program.c_str(), argv_pointers.data(), env_pointers.data());
@@ -179,6 +209,13 @@ child_result run_child(const child_request& request) {
                                 : "failed: crashed (" + std::string(strsignal(signal_number)) + ")";
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
     result.outcome.status = "failed: could not start " + program;
+  }
+  if (error_log != nullptr) {
+    if (result.outcome.status.rfind("failed", 0) == 0) {
+      const std::string last = last_line_of(error_log);
+      if (!last.empty()) result.outcome.status += " [stderr: " + one_line(last) + "]";
+    }
+    std::fclose(error_log);
   }
   return result;
 }

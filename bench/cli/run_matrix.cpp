@@ -68,7 +68,10 @@ void fill_from_outcome(result_row& row, const child_result& child, const input_f
     return;
   }
   if (o.status != "ok") return;
-  if (o.ooms != 0) row.status = "oom";
+  if (o.ooms != 0) {
+    row.status = "oom";
+    row.notes += (row.notes.empty() ? "" : "; ") + std::string("first failed allocation at ") + o.first_failure;
+  }
   row.peak_reserved_bytes = static_cast<double>(o.peak_reserved_bytes);
   row.ratio_to_ideal = facts.ideal.ideal_bytes == 0 ? 0.0
                                                     : static_cast<double>(o.peak_reserved_bytes) / static_cast<double>(facts.ideal.ideal_bytes);

@@ -5,6 +5,7 @@
 #include "peer_pytorch.hpp"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/PeerToPeerAccess.h>
 #include <cuda_runtime_api.h>
 
 #include <exception>
@@ -20,9 +21,8 @@ public:
   void* allocate(std::uint64_t size_bytes, stream_handle stream) noexcept override {
     try {
       return native::raw_alloc_with_stream(static_cast<std::size_t>(size_bytes), static_cast<cudaStream_t>(stream));
-    } catch (const c10::OutOfMemoryError&) {
-      return nullptr;
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      last_failure_ = e.what();
       return nullptr;
     }
   }
@@ -46,6 +46,10 @@ public:
     } catch (const std::exception&) {
     }
   }
+  std::string last_failure() const override { return last_failure_; }
+
+private:
+  std::string last_failure_;
 };
 
 }  // namespace
@@ -57,6 +61,9 @@ std::unique_ptr<replay_allocator> make_pytorch_peer(std::string& why_not) {
       why_not = "no CUDA device visible";
       return nullptr;
     }
+    // What torch's lazy CUDA init does before the allocator's first use (expandable
+    // segments query fabric access through the peer-to-peer cache).
+    c10::cuda::detail::init_p2p_access_cache(device_count);
     native::init(device_count);
     return std::make_unique<pytorch_peer>();
   } catch (const std::exception& e) {

@@ -24,6 +24,8 @@ public:
   virtual std::uint64_t reserved_bytes() noexcept = 0;
   // Returns cached memory to the device (between repetitions).
   virtual void release_cached() noexcept = 0;
+  // Why the last allocate returned nullptr (the allocator's own message), if known.
+  virtual std::string last_failure() const { return {}; }
 };
 
 // Why a peer could not be created, or the peer.

@@ -77,7 +77,9 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         timed_ns += static_cast<std::uint64_t>((clock_type::now() - start).count());
         ++timed_ops;
         if (pointer == nullptr) {
-          if (measuring) ++outcome.ooms;
+          if (measuring && outcome.ooms++ == 0) {
+            outcome.first_failure = "event " + std::to_string(i) + ": " + allocator.last_failure();
+          }
           continue;  // its free is skipped below
         }
         if (measuring) {

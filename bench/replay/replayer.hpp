@@ -43,6 +43,7 @@ struct replay_outcome {
   std::uint64_t peak_live_bytes = 0;
   std::uint64_t device_used_peak_bytes = 0;  // simcuda's own account (0 when unavailable)
   std::uint64_t ooms = 0;
+  std::string first_failure;  // the allocator's message for the first failed allocation
   double host_ns_per_op = 0.0;
   device_call_counts calls;
   bool counters_available = false;

@@ -142,9 +142,11 @@ std::string format_table(const std::vector<result_row>& rows) {
   std::string out;
   std::string previous_trace;
   for (std::size_t r = 0; r < cells.size(); ++r) {
-    if (r > 0 && cells[r][0] != previous_trace) {
+    // A blank line between traces; the summary rows form one group.
+    const std::string group = cells[r][0].rfind("geomean", 0) == 0 ? "geomean" : cells[r][0];
+    if (r > 0 && group != previous_trace) {
       if (r > 1) out += '\n';
-      previous_trace = cells[r][0];
+      previous_trace = group;
     }
     for (std::size_t c = 0; c < cells[r].size(); ++c) {
       const bool left = columns[c]->kind == field_kind::text;
