@@ -40,6 +40,7 @@ large_pool::~large_pool() {
       backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes());
       backend_.release_physical(device_, pages_.handle(page));
     }
+    for (backend::physical_handle handle : unreleased_) backend_.release_physical(device_, handle);
     backend_.free_address_range(device_, range_base_, range_bytes_);
   } else {
     for (const auto& [base, size] : segments_) backend_.free_segment(device_, reinterpret_cast<void*>(base));
@@ -190,8 +191,7 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
     if (mapped != backend::status::ok) {
       // The handle is in no page's hands now: give it back. Pages mapped earlier in this
       // call stay mapped as cached free pages, so the pool stays consistent.
-      backend_.release_physical(device_, handle);
-      ++counters_.device_free;
+      release_handle(handle);
       return mapped;
     }
   }
@@ -246,9 +246,18 @@ void large_pool::unmap_page(std::size_t page) noexcept {
   if (backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes()) != backend::status::ok) return;
   counters_.unmap_ns += now_ns() - start;
   ++counters_.unmap;
-  backend::physical_handle handle = pages_.set_unmapped(page);
-  backend_.release_physical(device_, handle);
-  ++counters_.device_free;
+  release_handle(pages_.set_unmapped(page));
+}
+
+void large_pool::release_handle(backend::physical_handle handle) noexcept {
+  if (backend_.release_physical(device_, handle) == backend::status::ok) {
+    ++counters_.device_free;
+    return;
+  }
+  try {
+    unreleased_.push_back(handle);
+  } catch (...) {
+  }
 }
 
 backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) {
@@ -301,6 +310,9 @@ std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
 
 std::size_t large_pool::release_cached_pages(std::size_t bytes_to_keep) noexcept {
   std::size_t released = 0;
+  std::vector<backend::physical_handle> retry;
+  retry.swap(unreleased_);
+  for (backend::physical_handle handle : retry) release_handle(handle);
   std::vector<std::size_t> pages;
   try {
     pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());

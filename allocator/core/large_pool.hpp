@@ -101,6 +101,8 @@ class large_pool {
   void unmap_page(std::size_t page) noexcept;
   std::size_t release_cached_pages(std::size_t bytes_to_keep) noexcept;
   std::size_t release_cached_segments(std::size_t bytes_to_keep) noexcept;
+  // Releases a physical handle, or keeps it for a later retry when the release fails.
+  void release_handle(backend::physical_handle handle) noexcept;
 
   backend::backend& backend_;
   int device_;
@@ -114,6 +116,7 @@ class large_pool {
   std::uintptr_t range_base_ = 0;
   std::size_t range_bytes_ = 0;
   page_map pages_;
+  std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
   // cudaMalloc mode: segment base -> size
   std::map<std::uintptr_t, std::size_t> segments_;
   std::size_t segment_bytes_ = 0;

@@ -1,0 +1,11 @@
+// Micro benchmark of libfragless's host cost: an alloc+free pair on the cache-hit path,
+// single thread on one stream, and two threads on two streams.
+#pragma once
+
+namespace fragless::bench {
+
+// `fragless-bench micro [--size BYTES] [--pairs N] [--reps N] [--json]`.
+// Prints medians (ns per pair) and the two-thread throughput ratio. Returns an exit code.
+int run_micro(int argc, char** argv);
+
+}  // namespace fragless::bench

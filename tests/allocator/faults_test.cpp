@@ -1,0 +1,166 @@
+// Fault injection on every device call the allocator makes (simcuda_fail): each call
+// number of each function fails once, with an out-of-memory code and with a generic one,
+// in VMM and cudaMalloc modes. Afterwards: no crash, stats consistent with the snapshot,
+// allocation failures are fragless errors (OOM text as specified), and once everything is
+// freed and the cache emptied the device is back to its starting usage (no leak).
+#include <catch2/catch.hpp>
+
+#include <simcuda/control.h>
+
+#include <string>
+#include <vector>
+
+#include "consistency.hpp"
+#include "simcuda_support.hpp"
+
+using namespace fragless;
+using namespace fragless::testing;
+
+namespace {
+
+constexpr int kRuntimeOutOfMemory = 2;  // cudaErrorMemoryAllocation
+constexpr int kDriverOutOfMemory = 2;   // CUDA_ERROR_OUT_OF_MEMORY
+constexpr int kUnknown = 999;           // cudaErrorUnknown / CUDA_ERROR_UNKNOWN
+
+const char* const kFunctions[] = {
+    "cudaMalloc",          "cudaFree",        "cuMemCreate",         "cuMemMap",
+    "cuMemSetAccess",      "cuMemUnmap",      "cuMemRelease",        "cuMemAddressReserve",
+    "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventQuery", "cudaStreamWaitEvent",
+    "cudaDeviceSynchronize", "cudaMemGetInfo", "cudaStreamGetDevice", "cudaEventDestroy"};
+
+struct outcome {
+  int errors = 0;
+  int oom_errors = 0;
+};
+
+// A small fixed workload touching every path: slabs, large blocks, page moves, pending
+// frees, cross-stream reuse, empty_cache, the OOM path (capacity is small).
+outcome workload(core::allocator& instance, void* stream_a, void* stream_b) {
+  outcome result;
+  std::vector<void*> live;
+  auto try_allocate = [&](std::size_t size, void* stream) -> void* {
+    try {
+      void* block = instance.allocate(size, 0, stream);
+      if (block != nullptr) {
+        live.push_back(block);
+        simcuda_launch(stream, block, size, 1);
+      }
+      return block;
+    } catch (const out_of_memory_error& oom) {
+      ++result.errors;
+      ++result.oom_errors;
+      CHECK(std::string(oom.what()).rfind("CUDA out of memory. Tried to allocate ", 0) == 0);
+      return nullptr;
+    } catch (const error&) {
+      ++result.errors;
+      return nullptr;
+    }
+  };
+  auto free_last = [&](std::size_t count) {
+    for (std::size_t i = 0; i < count && !live.empty(); ++i) {
+      instance.deallocate(live.back());
+      live.pop_back();
+    }
+  };
+  try_allocate(1000, stream_a);
+  try_allocate(70000, stream_a);
+  void* shared = try_allocate(3 << 20, stream_a);
+  if (shared != nullptr) {
+    try {
+      instance.record_stream(shared, stream_b);
+    } catch (const error&) {
+      ++result.errors;
+    }
+  }
+  try_allocate(9 << 20, stream_b);
+  free_last(2);
+  try_allocate(5 << 20, stream_b);   // cross-stream reuse
+  try_allocate(40 << 20, stream_a);  // growth, page moves
+  try_allocate(200 << 20, stream_a);  // beyond the capacity once cached memory counts: OOM path
+  simcuda_complete_all();
+  try_allocate(2 << 20, stream_a);
+  free_last(3);
+  try {
+    instance.device(0).release_cache(0);
+  } catch (const error&) {
+    ++result.errors;
+  }
+  try_allocate(600, stream_b);
+  try_allocate(6 << 20, stream_b);
+  simcuda_complete_all();
+  free_last(live.size());
+  return result;
+}
+
+void run_with_fault(bool use_vmm, const char* function, std::uint64_t nth, int code, int mode) {
+  reset_simcuda();
+  void* stream_a = create_stream(0);
+  void* stream_b = create_stream(0);
+  const std::uint64_t used_before = simcuda_used_bytes(0);
+  {
+    REQUIRE(simcuda_fail(function, nth, code, mode) == 0);
+    std::unique_ptr<core::allocator> instance;
+    try {
+      instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+      instance->device(0);
+    } catch (const error&) {
+      // Initialisation itself may fail (cudaMemGetInfo, cuMemAddressReserve fall back):
+      // a clear error, then a clean retry.
+      simcuda_clear_faults();
+      instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+    }
+    workload(*instance, stream_a, stream_b);
+    simcuda_clear_faults();
+    simcuda_complete_all();
+    core::device_cache& cache = instance->device(0);
+    check_consistency(cache.snapshot(), cache.stats());
+    cache.release_cache(0);
+    check_consistency(cache.snapshot(), cache.stats());
+    CHECK(cache.stats().allocated_bytes[pool_all].current == 0);
+    CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+    CHECK(simcuda_used_bytes(0) == used_before);
+  }
+  CHECK(simcuda_used_bytes(0) == used_before);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+  destroy_stream(stream_a);
+  destroy_stream(stream_b);
+}
+
+}  // namespace
+
+TEST_CASE("every device call failing once leaves no crash, no leak, consistent stats", "[faults]") {
+  REQUIRE(simcuda_set_capacity(0, std::uint64_t{256} << 20) == 0);
+  for (bool use_vmm : {true, false}) {
+    // How often each function is called by a clean run decides which call numbers to fail.
+    reset_simcuda();
+    {
+      void* stream_a = create_stream(0);
+      void* stream_b = create_stream(0);
+      simcuda_reset_counters();
+      auto instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+      const outcome clean = workload(*instance, stream_a, stream_b);
+      CHECK(clean.oom_errors == 1);  // the 200 MiB request
+      CHECK(clean.errors == 1);
+      destroy_stream(stream_a);
+      destroy_stream(stream_b);
+    }
+    std::vector<std::pair<const char*, std::uint64_t>> calls;
+    for (const char* function : kFunctions) calls.push_back({function, simcuda_call_count(function)});
+    int exercised = 0;
+    for (auto [function, count] : calls) {
+      if (count == 0) continue;
+      ++exercised;
+      const bool driver = function[0] == 'c' && function[1] == 'u' && function[2] == 'M';
+      for (std::uint64_t nth = 1; nth <= count; ++nth) {
+        for (int code : {driver ? kDriverOutOfMemory : kRuntimeOutOfMemory, kUnknown}) {
+          INFO("vmm " << use_vmm << ": " << function << " call " << nth << " of " << count << " fails with " << code);
+          run_with_fault(use_vmm, function, nth, code, SIMCUDA_FAIL_ONCE);
+        }
+      }
+      INFO("vmm " << use_vmm << ": " << function << " fails from its first call on");
+      run_with_fault(use_vmm, function, 1, kUnknown, SIMCUDA_FAIL_FROM_NTH);
+    }
+    CHECK(exercised >= (use_vmm ? 10 : 8));
+  }
+}

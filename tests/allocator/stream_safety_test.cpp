@@ -1,0 +1,165 @@
+// Stream safety with simcuda's race oracle: blocks freed while kernels still use them and
+// reused on other streams must never race; the same scenarios with the test-only
+// unsafe_skip_stream_waits setting must be caught (so these tests can fail).
+#include <catch2/catch.hpp>
+
+#include <simcuda/control.h>
+
+#include "consistency.hpp"
+#include "simcuda_support.hpp"
+
+using namespace fragless;
+using namespace fragless::testing;
+
+namespace {
+
+struct scenario_result {
+  std::uint64_t races = 0;
+  usage_stats stats;
+};
+
+struct fixture {
+  std::unique_ptr<core::allocator> instance;
+  void* stream_a;
+  void* stream_b;
+  explicit fixture(bool skip_waits, bool use_vmm = true) {
+    reset_simcuda();
+    instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, skip_waits});
+    stream_a = create_stream(0);
+    stream_b = create_stream(0);
+  }
+  ~fixture() {
+    simcuda_complete_all();
+    instance.reset();
+    destroy_stream(stream_a);
+    destroy_stream(stream_b);
+  }
+  core::device_cache& cache() { return instance->device(0); }
+};
+
+// Freed on A while A's kernel still writes it; reallocated on B and written there.
+std::uint64_t cross_stream_reuse(bool skip_waits, bool use_vmm, std::size_t size) {
+  fixture f(skip_waits, use_vmm);
+  void* block = f.instance->allocate(size, 0, f.stream_a);
+  simcuda_launch(f.stream_a, block, size, 1);
+  f.instance->deallocate(block);
+  void* again = f.instance->allocate(size, 0, f.stream_b);
+  CHECK(again == block);  // best fit hands the same memory to B...
+  simcuda_launch(f.stream_b, again, size, 1);  // ...so B must be ordered after A
+  f.instance->deallocate(again);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  return simcuda_race_count();
+}
+
+// Allocated on A, used on B (record_stream), freed; reallocated on A at once.
+std::uint64_t record_stream_reuse(bool skip_waits, std::size_t size) {
+  fixture f(skip_waits);
+  void* block = f.instance->allocate(size, 0, f.stream_a);
+  simcuda_launch(f.stream_a, block, size, 1);
+  simcuda_advance(f.stream_a, 1);
+  simcuda_launch(f.stream_b, block, size, 1);  // B's kernel pending
+  f.instance->record_stream(block, f.stream_b);
+  f.instance->deallocate(block);
+  void* again = f.instance->allocate(size, 0, f.stream_a);
+  simcuda_launch(f.stream_a, again, size, 1);
+  // Once B's kernel completed, the block is reusable (after the next allocation looks).
+  simcuda_complete_all();
+  f.instance->deallocate(again);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  return simcuda_race_count();
+}
+
+}  // namespace
+
+TEST_CASE("large block freed on one stream and reused on another: no race", "[streams]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    const std::uint64_t races = cross_stream_reuse(false, vmm, 8 << 20);
+    INFO(race_report());
+    CHECK(races == 0);
+  }
+}
+
+TEST_CASE("the broken variant (no cross-stream wait) is caught by the oracle", "[streams][negative]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    CHECK(cross_stream_reuse(true, vmm, 8 << 20) > 0);
+  }
+}
+
+TEST_CASE("record_stream keeps a block from reuse until the other stream is done", "[streams]") {
+  for (std::size_t size : {std::size_t{4096}, std::size_t{3} << 20}) {
+    INFO("size " << size);
+    const std::uint64_t races = record_stream_reuse(false, size);
+    INFO(race_report());
+    CHECK(races == 0);
+    CHECK(record_stream_reuse(true, size) > 0);  // and ignoring record_stream races
+  }
+}
+
+TEST_CASE("small objects are not handed to another stream while in use", "[streams]") {
+  fixture f(false);
+  void* block = f.instance->allocate(1000, 0, f.stream_a);
+  simcuda_launch(f.stream_a, block, 1000, 1);
+  f.instance->deallocate(block);
+  void* other = f.instance->allocate(1000, 0, f.stream_b);
+  CHECK(other != block);  // separate shards
+  simcuda_launch(f.stream_b, other, 1000, 1);
+  void* same = f.instance->allocate(1000, 0, f.stream_a);
+  CHECK(same == block);  // same stream: reused at once
+  simcuda_launch(f.stream_a, same, 1000, 1);
+  f.instance->deallocate(other);
+  f.instance->deallocate(same);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("a cached page is moved only when its last users are done", "[streams][pages]") {
+  fixture f(false);
+  const std::size_t page = 2 << 20;
+  // X: two whole pages; Y keeps X's range from merging with the rest of the range.
+  void* x = f.instance->allocate(2 * page, 0, f.stream_a);
+  void* y = f.instance->allocate(page, 0, f.stream_a);
+  simcuda_launch(f.stream_a, x, 2 * page, 1);
+  f.instance->deallocate(x);  // X's pages are cached, A's kernel still writes them
+  const usage_stats before = f.cache().stats();
+  // Needs 4 new pages beyond Y: X's pages must not move while A's kernel is pending.
+  void* z = f.instance->allocate(4 * page, 0, f.stream_b);
+  simcuda_launch(f.stream_b, z, 4 * page, 1);
+  const usage_stats during = f.cache().stats();
+  CHECK(during.num_unmap == before.num_unmap);
+  CHECK(during.reserved_bytes[pool_all].current == before.reserved_bytes[pool_all].current + 4 * static_cast<std::int64_t>(page));
+  // Once A is idle, growth moves X's pages instead of creating new ones: W does not fit
+  // in X's 2-page hole, so it goes past Z and needs 3 pages: 2 moved, 1 created.
+  simcuda_complete_all();
+  void* w = f.instance->allocate(3 * page, 0, f.stream_b);
+  const usage_stats after = f.cache().stats();
+  CHECK(after.num_unmap == during.num_unmap + 2);
+  CHECK(after.num_device_alloc == during.num_device_alloc + 1);
+  CHECK(after.reserved_bytes[pool_all].current ==
+        during.reserved_bytes[pool_all].current + static_cast<std::int64_t>(page));
+  simcuda_launch(f.stream_b, w, 3 * page, 1);
+  for (void* block : {y, z, w}) f.instance->deallocate(block);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("empty_cache synchronizes once and releases every unused page", "[streams][empty_cache]") {
+  fixture f(false);
+  const std::uint64_t used_before = simcuda_used_bytes(0);
+  void* block = f.instance->allocate(6 << 20, 0, f.stream_a);
+  void* small = f.instance->allocate(700, 0, f.stream_b);
+  simcuda_launch(f.stream_a, block, 6 << 20, 1);
+  f.instance->deallocate(block);
+  const usage_stats before = f.cache().stats();
+  const std::size_t released = f.cache().release_cache(0);
+  const usage_stats after = f.cache().stats();
+  CHECK(after.num_sync_all_streams == before.num_sync_all_streams + 1);
+  CHECK(released >= (6u << 20));
+  CHECK(simcuda_race_count() == 0);  // the sync completed A's kernel before the unmap
+  f.instance->deallocate(small);
+  f.cache().release_cache(0);
+  CHECK(simcuda_used_bytes(0) == used_before);
+  CHECK(f.cache().stats().reserved_bytes[pool_all].current == 0);
+}
