@@ -1,0 +1,67 @@
+// simcuda's libraries export what a binary linked against the real CUDA libraries needs:
+// every libcudart.so.13 function in the libcudart.so.13 version node, the driver API
+// unversioned from libcuda.so.1, and nothing of their internals.
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "simcuda_test_support.h"
+
+namespace {
+
+// "name@@version" / "name" for every defined dynamic function symbol of a library.
+std::set<std::string> exported_functions(const std::string& library) {
+  std::set<std::string> names;
+  std::string command = "nm -D --defined-only '" + library + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    char address[64], type[8], name[400];
+    if (std::sscanf(line, "%63s %7s %399s", address, type, name) == 3 && (type[0] == 'T' || type[0] == 'W'))
+      names.insert(name);
+  }
+  pclose(pipe);
+  return names;
+}
+
+std::string strip_version(const std::string& name) { return name.substr(0, name.find('@')); }
+
+}  // namespace
+
+TEST_CASE("libcudart.so.13 exports the runtime API in the libcudart.so.13 version node") {
+  auto names = exported_functions(SIMCUDA_RUNTIME_LIBRARY);
+  REQUIRE(!names.empty());
+  CHECK(names.count("cudaMalloc@@libcudart.so.13") == 1);
+  CHECK(names.count("cudaGetDriverEntryPointByVersion@@libcudart.so.13") == 1);
+  CHECK(names.count("__cudaRegisterFatBinary@@libcudart.so.13") == 1);
+  for (const std::string& name : names) {
+    INFO(name);
+    CHECK(name.find("@@libcudart.so.13") != std::string::npos);
+    CHECK((name.rfind("cuda", 0) == 0 || name.rfind("__cuda", 0) == 0));
+  }
+  // Every function of the real library is there (when the real library is installed).
+  auto real = exported_functions(SIMCUDA_REAL_RUNTIME_LIBRARY);
+  for (const std::string& name : real) {
+    INFO(name);
+    CHECK(names.count(name) == 1);
+  }
+}
+
+TEST_CASE("libcuda.so.1 exports the driver API unversioned, and the simcuda control API") {
+  auto names = exported_functions(SIMCUDA_DRIVER_LIBRARY);
+  REQUIRE(!names.empty());
+  for (const char* expected : {"cuMemMap", "cuMemCreate", "cuGetProcAddress_v2", "cuMemAlloc_v2", "simcuda_launch",
+                               "simcuda_race_count", "simcuda_fail"})
+    CHECK(names.count(expected) == 1);
+  for (const std::string& name : names) {
+    INFO(name);
+    CHECK(name.find('@') == std::string::npos);
+    CHECK((name.rfind("cu", 0) == 0 || name.rfind("simcuda_", 0) == 0));
+  }
+  auto real = exported_functions(SIMCUDA_REAL_DRIVER_STUB);
+  for (const std::string& name : real) {
+    INFO(name);
+    CHECK(names.count(strip_version(name)) == 1);
+  }
+}
