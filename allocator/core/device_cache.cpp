@@ -239,6 +239,12 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     release_cache_locked(0);
     result = large_.allocate(size_bytes, stream, &address);
   }
+  if (result == backend::status::out_of_memory && last_release_synchronized_) {
+    // Pages the failed attempt mapped are cached now; give them back too. Safe without
+    // another synchronization: the retry synchronized, and the device lock has been held
+    // since, so no block was freed into the cache meanwhile.
+    large_.release_cached(0);
+  }
   account_device_locked();
   if (result == backend::status::ok) return address;
   if (result == backend::status::out_of_memory) {
@@ -478,6 +484,7 @@ std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
 // Holds device_mutex_. See Note [Out of memory] and Note [Page cache].
 std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexcept {
   const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
+  last_release_synchronized_ = synchronized;
   if (synchronized) {
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     ++stats_.num_sync_all_streams;

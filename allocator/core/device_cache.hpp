@@ -118,6 +118,7 @@ class device_cache {
   };
   std::vector<pending_large> pending_large_;
   bool pending_need_sync_ = false;  // some pending free could not record its events
+  bool last_release_synchronized_ = false;  // did the last release_cache_locked synchronize?
 
   std::shared_mutex shards_mutex_;
   std::unordered_map<stream_id, std::unique_ptr<stream_shard>> shards_;

@@ -1,0 +1,123 @@
+// The per-user stats directory; see stats_directory.hpp for the invariants it keeps.
+#include "stats_directory.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fragless::stats_directory {
+namespace {
+
+std::string errno_text(int error_number) { return std::strerror(error_number); }
+
+bool private_to_us(const struct stat& status) {
+  return status.st_uid == ::geteuid() && (status.st_mode & 077) == 0;
+}
+
+}  // namespace
+
+std::string path() {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && runtime[0] == '/') return std::string(runtime) + "/fragless";
+  return "/dev/shm/fragless-" + std::to_string(::geteuid());
+}
+
+int open_directory(bool create, std::string& error) {
+  const std::string directory = path();
+  bool created = false;
+  if (create) {
+    if (::mkdir(directory.c_str(), 0700) == 0) {
+      created = true;
+    } else if (errno != EEXIST) {
+      error = "cannot create " + directory + ": " + errno_text(errno);
+      return -1;
+    }
+  }
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int saved = errno;
+    error = directory + ": " + (saved == ELOOP || saved == ENOTDIR ? "not a directory (symlink?)" : errno_text(saved));
+    return -1;
+  }
+  if (created) ::fchmod(fd, 0700);  // mkdir's mode went through the umask
+  struct stat status{};
+  if (::fstat(fd, &status) != 0 || !S_ISDIR(status.st_mode)) {
+    error = directory + ": not a directory";
+    ::close(fd);
+    return -1;
+  }
+  if (!private_to_us(status)) {
+    error = directory + ": refused, it must be owned by uid " + std::to_string(::geteuid()) +
+            " with no group/other access (mode 0700)";
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int create_file(int directory_fd, const std::string& name, std::string& error) {
+  const int fd = ::openat(directory_fd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = name + ": " + (errno == EEXIST ? std::string("already exists (refused)") : errno_text(errno));
+    return -1;
+  }
+  if (::fchmod(fd, 0600) != 0) {
+    error = name + ": fchmod: " + errno_text(errno);
+    ::close(fd);
+    ::unlinkat(directory_fd, name.c_str(), 0);
+    return -1;
+  }
+  return fd;
+}
+
+int open_file(int directory_fd, const std::string& name, bool writable, std::string& error) {
+  const int fd = ::openat(directory_fd, name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int saved = errno;
+    error = name + ": " + (saved == ELOOP ? std::string("is a symlink (refused)") : errno_text(saved));
+    return -1;
+  }
+  struct stat status{};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    error = name + ": not a regular file (refused)";
+    ::close(fd);
+    return -1;
+  }
+  if (!private_to_us(status)) {
+    error = name + ": refused, not owned by us with mode 0600";
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string page_file_name(pid_t pid) { return std::to_string(pid) + ".stats"; }
+
+std::uint64_t process_start_time(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!in || !std::getline(in, text)) return 0;
+  const std::size_t close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close_paren + 1));
+  std::string field;
+  // After ")": field 3 (state) is index 0, so field 22 (starttime) is index 19.
+  for (int index = 0; index <= 19; ++index)
+    if (!(fields >> field)) return 0;
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+bool process_is_running(pid_t pid, std::uint64_t start_time) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  if (start_time == 0) return true;
+  return process_start_time(pid) == start_time;
+}
+
+}  // namespace fragless::stats_directory

@@ -1,0 +1,196 @@
+// fragless-stats' side of the stats page; see stats_page_reader.hpp for the invariants.
+#include "stats_page_reader.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+#include "stats_directory.hpp"
+#include "stats_page.hpp"
+
+namespace fragless::stats_reader {
+namespace {
+
+const stats_page::header& header_of(const void* mapping) { return *static_cast<const stats_page::header*>(mapping); }
+
+std::string read_file_text(int directory_fd, const std::string& name, std::string& error) {
+  const int fd = stats_directory::open_file(directory_fd, name, false, error);
+  if (fd < 0) return {};
+  std::string text;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
+
+std::unique_ptr<page> page::open(pid_t pid, open_status& status, std::string& error) {
+  const int directory_fd = stats_directory::open_directory(false, error);
+  if (directory_fd < 0) {
+    status = errno == ENOENT ? open_status::missing : open_status::refused;
+    if (status == open_status::missing) error = "no fragless process publishes stats (" + stats_directory::path() + " does not exist)";
+    return nullptr;
+  }
+  auto opened = open_file(directory_fd, stats_directory::page_file_name(pid), status, error);
+  ::close(directory_fd);
+  return opened;
+}
+
+std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name, open_status& status,
+                                      std::string& error) {
+  const int fd = stats_directory::open_file(directory_fd, name, false, error);
+  if (fd < 0) {
+    status = errno == ENOENT ? open_status::missing : open_status::refused;
+    return nullptr;
+  }
+  struct stat file_status{};
+  ::fstat(fd, &file_status);
+  const auto size = static_cast<std::size_t>(file_status.st_size);
+  const auto reject = [&](const std::string& why) -> std::unique_ptr<page> {
+    status = open_status::bad_format;
+    error = name + ": " + why;
+    ::close(fd);
+    return nullptr;
+  };
+  if (size < sizeof(stats_page::header)) return reject("truncated stats page (" + std::to_string(size) + " bytes)");
+  // Check the header from a private copy before mapping anything.
+  stats_page::header header_copy;
+  if (::pread(fd, &header_copy, sizeof header_copy, 0) != static_cast<ssize_t>(sizeof header_copy))
+    return reject("cannot read the header");
+  if (std::memcmp(header_copy.magic, stats_page::magic, sizeof stats_page::magic) != 0)
+    return reject("not a fragless stats page (bad magic)");
+  if (header_copy.version != stats_page::version)
+    return reject("stats page version " + std::to_string(header_copy.version) + ", this fragless-stats reads version " +
+                  std::to_string(stats_page::version));
+  if (header_copy.layout_hash != stats_page::layout_hash() || header_copy.header_bytes != sizeof(stats_page::header) ||
+      header_copy.slot_bytes != sizeof(stats_page::device_slot) ||
+      header_copy.device_capacity != stats_page::device_capacity)
+    return reject("stats page written by a fragless with a different stats layout");
+  if (header_copy.total_bytes != stats_page::total_bytes || size < stats_page::total_bytes)
+    return reject("truncated stats page (" + std::to_string(size) + " of " + std::to_string(stats_page::total_bytes) +
+                  " bytes)");
+  void* mapping = ::mmap(nullptr, stats_page::total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapping == MAP_FAILED) {
+    // Read-write is needed only for requests; fall back to read-only.
+    mapping = ::mmap(nullptr, stats_page::total_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  }
+  ::close(fd);
+  if (mapping == MAP_FAILED) {
+    status = open_status::refused;
+    error = name + ": mmap: " + std::strerror(errno);
+    return nullptr;
+  }
+  std::unique_ptr<page> opened(new page());
+  opened->mapping_ = mapping;
+  opened->mapping_bytes_ = stats_page::total_bytes;
+  opened->pid_ = static_cast<pid_t>(header_copy.pid);
+  opened->start_time_ = header_copy.start_time_ticks;
+  header_copy.command[sizeof header_copy.command - 1] = '\0';
+  opened->command_ = header_copy.command;
+  opened->directory_fd_ = ::fcntl(directory_fd, F_DUPFD_CLOEXEC, 0);
+  status = open_status::ok;
+  if (!opened->process_running()) {
+    status = open_status::stale;
+    error = name + ": process " + std::to_string(opened->pid_) + " is gone (stale stats page)";
+  }
+  return opened;
+}
+
+page::~page() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+  if (directory_fd_ >= 0) ::close(directory_fd_);
+}
+
+bool page::process_running() const { return stats_directory::process_is_running(pid_, start_time_); }
+
+std::vector<device_reading> page::read_devices() const {
+  std::vector<device_reading> readings;
+  for (std::uint32_t device = 0; device < stats_page::device_capacity; ++device) {
+    device_reading reading;
+    reading.device = static_cast<int>(device);
+    if (stats_page::read_slot(*stats_page::slot(mapping_, device), reading.stats, reading.published_ns))
+      readings.push_back(reading);
+  }
+  return readings;
+}
+
+std::string page::request_snapshot(std::chrono::milliseconds timeout, std::string& error) {
+  auto& header = *static_cast<stats_page::header*>(mapping_);
+  static std::atomic<unsigned> counter{0};
+  const std::string name = "snapshot-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".json";
+  ::unlinkat(directory_fd_, name.c_str(), 0);  // a leftover of ours from an interrupted run
+  std::memset(header.request_name, 0, sizeof header.request_name);
+  std::memcpy(header.request_name, name.data(), name.size());
+  const std::uint64_t sequence = header.request_sequence.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (header.response_sequence.load(std::memory_order_acquire) < sequence) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      error = "process " + std::to_string(pid_) + " did not answer the snapshot request within " +
+              std::to_string(timeout.count()) + " ms (it answers from its allocator's slow path or request thread)";
+      return {};
+    }
+    if (!process_running()) {
+      error = "process " + std::to_string(pid_) + " exited";
+      return {};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int status = header.response_status.load(std::memory_order_relaxed);
+  if (status != 0) {
+    error = "process " + std::to_string(pid_) + " could not write the snapshot: " + std::strerror(status);
+    return {};
+  }
+  std::string text = read_file_text(directory_fd_, name, error);
+  ::unlinkat(directory_fd_, name.c_str(), 0);
+  return text;
+}
+
+std::vector<listing_entry> list_pages(bool remove_stale, std::string& error) {
+  std::vector<listing_entry> entries;
+  const int directory_fd = stats_directory::open_directory(false, error);
+  if (directory_fd < 0) {
+    if (errno == ENOENT) error.clear();  // nobody has published yet: an empty list
+    return entries;
+  }
+  const int scan_fd = ::fcntl(directory_fd, F_DUPFD_CLOEXEC, 0);
+  DIR* directory = ::fdopendir(scan_fd);
+  if (directory == nullptr) {
+    ::close(scan_fd);
+    ::close(directory_fd);
+    error = "cannot list " + stats_directory::path();
+    return entries;
+  }
+  while (const dirent* item = ::readdir(directory)) {
+    const std::string name = item->d_name;
+    if (name.size() <= 6 || name.compare(name.size() - 6, 6, ".stats") != 0) continue;
+    listing_entry entry;
+    entry.file_name = name;
+    entry.opened = page::open_file(directory_fd, name, entry.status, entry.error);
+    if (entry.status == open_status::stale && remove_stale) {
+      ::unlinkat(directory_fd, name.c_str(), 0);
+      continue;
+    }
+    entries.push_back(std::move(entry));
+  }
+  ::closedir(directory);
+  ::close(directory_fd);
+  std::sort(entries.begin(), entries.end(), [](const listing_entry& a, const listing_entry& b) {
+    const long pa = std::strtol(a.file_name.c_str(), nullptr, 10), pb = std::strtol(b.file_name.c_str(), nullptr, 10);
+    return pa != pb ? pa < pb : a.file_name < b.file_name;
+  });
+  return entries;
+}
+
+}  // namespace fragless::stats_reader

@@ -1,0 +1,271 @@
+// stats_publisher: this process's stats page (Note [Stats page seqlock], Note [Stats page
+// requests] in stats_page.hpp). Invariants: the page is mapped once and never remapped;
+// after fork() a child never writes into the page (it belongs to the parent); the file is
+// unlinked by the destructor and, for publishers still alive at exit, by an atexit hook.
+#include "fragless/stats_publisher.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "stats_directory.hpp"
+#include "stats_page.hpp"
+
+namespace fragless {
+
+struct stats_publisher::state {
+  int directory_fd = -1;
+  std::string file_name;
+  std::string file_path;
+  void* page = nullptr;
+  std::atomic<bool> inert{false};  // set in a forked child
+  std::mutex request_mutex;        // one poll_requests at a time
+  std::thread request_thread;
+  std::mutex thread_mutex;
+  std::condition_variable thread_wake;
+  bool thread_stop = false;
+
+  stats_page::header& header() { return *static_cast<stats_page::header*>(page); }
+};
+
+namespace {
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
+              "the stats page needs lock-free 64-bit atomics");
+
+// Publishers alive now, for the atexit and fork hooks.
+std::mutex& registry_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::vector<stats_publisher*>& registry() {
+  static std::vector<stats_publisher*> publishers;
+  return publishers;
+}
+std::vector<std::pair<int, std::string>>* exit_files = nullptr;  // (directory fd, name)
+std::vector<std::atomic<bool>*>* inert_flags = nullptr;
+
+void unlink_at_exit() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  if (exit_files == nullptr) return;
+  for (const auto& [fd, name] : *exit_files) ::unlinkat(fd, name.c_str(), 0);
+  exit_files->clear();
+}
+
+void mark_inert_after_fork() {
+  // In the child: no lock (another thread may have held it at fork); flags are atomics.
+  if (inert_flags == nullptr) return;
+  for (std::atomic<bool>* flag : *inert_flags) flag->store(true, std::memory_order_relaxed);
+  exit_files = nullptr;  // the parent removes its own files
+}
+
+void install_hooks_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    exit_files = new std::vector<std::pair<int, std::string>>();
+    inert_flags = new std::vector<std::atomic<bool>*>();
+    std::atexit(unlink_at_exit);
+    ::pthread_atfork(nullptr, nullptr, mark_inert_after_fork);
+  });
+}
+
+std::string own_command() {
+  char buffer[stats_page::command_bytes] = {};
+  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer - 1);
+    ::close(fd);
+    if (n > 0) {
+      std::string text(buffer, static_cast<std::size_t>(n));
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      return text;
+    }
+  }
+  return "?";
+}
+
+// A stale page of ours: a regular file we own whose recorded process is gone.
+bool is_stale_page(int directory_fd, const std::string& name) {
+  std::string error;
+  const int fd = stats_directory::open_file(directory_fd, name, false, error);
+  if (fd < 0) return false;
+  stats_page::header header{};
+  const ssize_t n = ::pread(fd, &header, sizeof header, 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof header)) return false;
+  if (std::memcmp(header.magic, stats_page::magic, sizeof header.magic) != 0) return false;
+  return !stats_directory::process_is_running(static_cast<pid_t>(header.pid), header.start_time_ticks) ||
+         header.start_time_ticks != stats_directory::process_start_time(::getpid());
+}
+
+void write_all(int fd, const std::string& text, int& status) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = errno;
+      return;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<stats_publisher> stats_publisher::create(const warning_callback& warn) noexcept {
+  const auto report = [&](const std::string& message) noexcept {
+    try {
+      const std::string text = "stats publishing off: " + message;
+      if (warn) warn(text);
+      else warn_to_stderr_once(text);
+    } catch (...) {
+    }
+  };
+  try {
+    install_hooks_once();
+    auto s = std::make_unique<state>();
+    std::string error;
+    s->directory_fd = stats_directory::open_directory(true, error);
+    if (s->directory_fd < 0) {
+      report(error);
+      return nullptr;
+    }
+    s->file_name = stats_directory::page_file_name(::getpid());
+    s->file_path = stats_directory::path() + "/" + s->file_name;
+    int fd = stats_directory::create_file(s->directory_fd, s->file_name, error);
+    if (fd < 0 && is_stale_page(s->directory_fd, s->file_name)) {
+      ::unlinkat(s->directory_fd, s->file_name.c_str(), 0);
+      fd = stats_directory::create_file(s->directory_fd, s->file_name, error);
+    }
+    if (fd < 0) {
+      report(error);
+      ::close(s->directory_fd);
+      return nullptr;
+    }
+    void* page = MAP_FAILED;
+    if (::ftruncate(fd, static_cast<off_t>(stats_page::total_bytes)) == 0)
+      page = ::mmap(nullptr, stats_page::total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int saved = errno;
+    ::close(fd);
+    if (page == MAP_FAILED) {
+      report(s->file_path + ": " + std::strerror(saved));
+      ::unlinkat(s->directory_fd, s->file_name.c_str(), 0);
+      ::close(s->directory_fd);
+      return nullptr;
+    }
+    s->page = page;
+    stats_page::header& header = s->header();
+    header.version = stats_page::version;
+    header.header_bytes = sizeof(stats_page::header);
+    header.total_bytes = stats_page::total_bytes;
+    header.layout_hash = stats_page::layout_hash();
+    header.device_capacity = stats_page::device_capacity;
+    header.slot_bytes = sizeof(stats_page::device_slot);
+    header.pid = ::getpid();
+    header.start_time_ticks = stats_directory::process_start_time(::getpid());
+    const std::string command = own_command();
+    std::memcpy(header.command, command.data(), std::min(command.size(), sizeof header.command - 1));
+    // The magic goes last: a reader seeing it sees a complete header.
+    std::atomic_thread_fence(std::memory_order_release);
+    std::memcpy(header.magic, stats_page::magic, sizeof header.magic);
+
+    std::unique_ptr<stats_publisher> publisher(new stats_publisher(std::move(s)));
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex());
+      exit_files->emplace_back(publisher->state_->directory_fd, publisher->state_->file_name);
+      inert_flags->push_back(&publisher->state_->inert);
+    }
+    return publisher;
+  } catch (...) {
+    report("out of memory");
+    return nullptr;
+  }
+}
+
+stats_publisher::stats_publisher(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
+
+stats_publisher::~stats_publisher() {
+  {
+    std::lock_guard<std::mutex> lock(state_->thread_mutex);
+    state_->thread_stop = true;
+  }
+  state_->thread_wake.notify_all();
+  if (state_->request_thread.joinable()) state_->request_thread.join();
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    if (exit_files != nullptr)
+      std::erase_if(*exit_files, [&](const auto& entry) { return entry.second == state_->file_name; });
+    if (inert_flags != nullptr) std::erase(*inert_flags, &state_->inert);
+  }
+  if (!state_->inert.load(std::memory_order_relaxed)) ::unlinkat(state_->directory_fd, state_->file_name.c_str(), 0);
+  ::munmap(state_->page, stats_page::total_bytes);
+  ::close(state_->directory_fd);
+}
+
+void stats_publisher::publish(int device, const device_stats& stats) noexcept {
+  if (device < 0 || device >= static_cast<int>(stats_page::device_capacity)) return;
+  if (state_->inert.load(std::memory_order_relaxed)) return;
+  stats_page::write_slot(*stats_page::slot(state_->page, static_cast<std::uint32_t>(device)), stats);
+}
+
+bool stats_publisher::poll_requests(const snapshot_callback& take_snapshot) noexcept {
+  if (state_->inert.load(std::memory_order_relaxed)) return false;
+  stats_page::header& header = state_->header();
+  const std::uint64_t requested = header.request_sequence.load(std::memory_order_acquire);
+  if (requested == header.response_sequence.load(std::memory_order_relaxed)) return false;
+  std::lock_guard<std::mutex> lock(state_->request_mutex);
+  if (requested == header.response_sequence.load(std::memory_order_relaxed)) return false;
+  int status = 0;
+  try {
+    char name_buffer[stats_page::request_name_bytes];
+    std::memcpy(name_buffer, header.request_name, sizeof name_buffer);
+    name_buffer[sizeof name_buffer - 1] = '\0';
+    const std::string name(name_buffer);
+    if (!stats_page::is_safe_file_name(name)) {
+      status = EINVAL;
+    } else {
+      std::string error;
+      const int fd = stats_directory::create_file(state_->directory_fd, name, error);
+      if (fd < 0) {
+        status = errno != 0 ? errno : EEXIST;
+      } else {
+        const memory_snapshot snapshot = take_snapshot ? take_snapshot() : memory_snapshot{};
+        write_all(fd, to_json(snapshot), status);
+        if (::close(fd) != 0 && status == 0) status = errno;
+      }
+    }
+  } catch (...) {
+    status = ENOMEM;
+  }
+  header.response_status.store(status, std::memory_order_relaxed);
+  header.response_sequence.store(requested, std::memory_order_release);
+  return status == 0;
+}
+
+void stats_publisher::start_request_thread(snapshot_callback take_snapshot, std::chrono::milliseconds interval) {
+  if (state_->request_thread.joinable()) return;
+  state_->request_thread = std::thread([this, take_snapshot = std::move(take_snapshot), interval] {
+    std::unique_lock<std::mutex> lock(state_->thread_mutex);
+    while (!state_->thread_stop) {
+      lock.unlock();
+      poll_requests(take_snapshot);
+      lock.lock();
+      state_->thread_wake.wait_for(lock, interval, [&] { return state_->thread_stop; });
+    }
+  });
+}
+
+const std::string& stats_publisher::file_path() const noexcept { return state_->file_path; }
+
+}  // namespace fragless
