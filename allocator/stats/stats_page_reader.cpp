@@ -17,8 +17,6 @@
 namespace fragless::stats_reader {
 namespace {
 
-const stats_page::header& header_of(const void* mapping) { return *static_cast<const stats_page::header*>(mapping); }
-
 std::string read_file_text(int directory_fd, const std::string& name, std::string& error) {
   const int fd = stats_directory::open_file(directory_fd, name, false, error);
   if (fd < 0) return {};
@@ -55,7 +53,7 @@ std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name,
     status = errno == ENOENT ? open_status::missing : open_status::refused;
     return nullptr;
   }
-  struct stat file_status{};
+  struct ::stat file_status{};
   ::fstat(fd, &file_status);
   const auto size = static_cast<std::size_t>(file_status.st_size);
   const auto reject = [&](const std::string& why) -> std::unique_ptr<page> {

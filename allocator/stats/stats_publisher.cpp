@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "fragless/options.hpp"
 #include "stats_directory.hpp"
 #include "stats_page.hpp"
 
@@ -43,14 +44,10 @@ namespace {
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
               "the stats page needs lock-free 64-bit atomics");
 
-// Publishers alive now, for the atexit and fork hooks.
+// Files and inert flags of the publishers alive now, for the atexit and fork hooks.
 std::mutex& registry_mutex() {
   static std::mutex mutex;
   return mutex;
-}
-std::vector<stats_publisher*>& registry() {
-  static std::vector<stats_publisher*> publishers;
-  return publishers;
 }
 std::vector<std::pair<int, std::string>>* exit_files = nullptr;  // (directory fd, name)
 std::vector<std::atomic<bool>*>* inert_flags = nullptr;
