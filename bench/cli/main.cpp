@@ -95,9 +95,18 @@ int run_command(const bench_options& options, int argc, char** argv) {
     return 0;
   }
   if (options.command == "replay") {
-    if (options.positional.empty()) throw std::invalid_argument("replay needs at least one trace file");
+    // Without files: every shared trace (what CI's smoke run uses).
     std::vector<bench_input> inputs;
     for (const std::string& path : options.positional) inputs.push_back({"file:" + path, path});
+    if (inputs.empty()) {
+      const std::string traces_dir = options.traces_dir.empty() ? default_traces_dir() : options.traces_dir;
+      if (!std::filesystem::is_directory(traces_dir)) {
+        throw std::invalid_argument("replay needs trace files, or a shared traces directory (none at " + traces_dir + ")");
+      }
+      for (const std::string& path : list_trace_files(traces_dir)) {
+        inputs.push_back({"file:" + path, display_name(path, traces_dir)});
+      }
+    }
     const auto rows = run_matrix(inputs, options);
     emit(rows, options, "fragless-bench: reserved and live bytes");
     return finish(rows);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# fragless-bench on bad input: each case must exit non-zero with ONE stderr line naming the
+# file and the position, and must leave no output file behind (not even a temp file).
+#   cli_bad_input.sh BENCH_BINARY WORK_DIR
+set -u
+bench=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+failures=0
+
+: > empty.pickle
+printf '\x80\x04\x95' > truncated.pickle
+printf '\x80\x04\x8c\x02os\x8c\x06system\x93.' > class_ref.pickle
+printf 'Thread,Time,Action,Pointer,Stream\n1,0,allocate,0x10,0\n' > missing_column.csv
+printf 'id,lower,upper,size\nx,0,5,-3\n' > negative.csv
+printf 'fragless-trace 1\na 1 100 0\nf 2\n' > unknown_free.trace
+printf 'fragless-trace 1\na 1 100 0\na 1 100 0\n' > double_alloc.trace
+printf 'fragless-trace 1\na 1 99999999999999999999 0\n' > absurd.trace
+printf 'Action,Pointer,Size,Stream\nallocate,0x10,100,0\nfree,0x20,100,0\n' > rmm_unknown_free.csv
+printf 'fragless-trace 1\na 1 100 0\nf 1\n' > good.trace
+
+expect() {  # expect FILE PATTERN
+  local file=$1 pattern=$2
+  "$bench" replay good.trace "$file" --json out.json --csv out.csv --plot out.svg --repetitions 1 \
+    >stdout.txt 2>stderr.txt
+  local status=$?
+  local lines
+  lines=$(wc -l < stderr.txt)
+  if [ "$status" -eq 0 ]; then echo "FAIL $file: exit status 0"; failures=$((failures + 1)); fi
+  if [ "$lines" -ne 1 ]; then echo "FAIL $file: $lines stderr lines:"; cat stderr.txt; failures=$((failures + 1)); fi
+  if ! grep -q -- "$pattern" stderr.txt; then
+    echo "FAIL $file: stderr does not match '$pattern':"; cat stderr.txt; failures=$((failures + 1))
+  fi
+  if ls out.* >/dev/null 2>&1; then echo "FAIL $file: output written:"; ls out.*; failures=$((failures + 1)); fi
+  if [ -s stdout.txt ]; then echo "FAIL $file: partial table on stdout"; failures=$((failures + 1)); fi
+}
+
+expect empty.pickle 'empty.pickle: empty file'
+expect truncated.pickle 'truncated.pickle: truncated pickle.*byte 2'
+expect class_ref.pickle 'class_ref.pickle: forbidden opcode STACK_GLOBAL (0x93) at byte 14'
+expect missing_column.csv "missing_column.csv:1: missing column 'Size'"
+expect negative.csv "negative.csv:2: column 'size'"
+expect unknown_free.trace 'unknown_free.trace:3: free of unknown block 2'
+expect double_alloc.trace 'double_alloc.trace:3: block 1 allocated twice'
+expect absurd.trace 'absurd.trace:2: size: number too large'
+expect rmm_unknown_free.csv 'rmm_unknown_free.csv:3: free of unknown address 0x20'
+expect no_such_file.pickle 'no_such_file.pickle: cannot open file'
+
+# The converter: same contract.
+"$bench" convert truncated.pickle -o out.trace 2>stderr.txt
+if [ $? -eq 0 ] || [ -e out.trace ] || ! grep -q 'truncated.pickle' stderr.txt; then
+  echo "FAIL convert of a bad pickle"; failures=$((failures + 1))
+fi
+# Usage errors exit 2.
+"$bench" replay good.trace --repetitions x >/dev/null 2>&1
+if [ $? -ne 2 ]; then echo "FAIL usage error exit status"; failures=$((failures + 1)); fi
+# And the good file alone works, writing all outputs.
+"$bench" replay good.trace --allocators cudamalloc --json out.json --csv out.csv --plot out.svg --repetitions 1 >/dev/null 2>stderr.txt
+if [ $? -ne 0 ] || [ ! -s out.json ] || [ ! -s out.csv ] || [ ! -s out.svg ]; then
+  echo "FAIL good trace run"; cat stderr.txt; failures=$((failures + 1))
+fi
+ls ./*.tmp.* >/dev/null 2>&1 && { echo "FAIL temp files left"; failures=$((failures + 1)); }
+
+if [ "$failures" -ne 0 ]; then echo "$failures failures"; exit 1; fi
+echo "all bad-input cases behave"
