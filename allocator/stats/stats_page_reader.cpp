@@ -48,7 +48,13 @@ std::unique_ptr<page> page::open(pid_t pid, open_status& status, std::string& er
 
 std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name, open_status& status,
                                       std::string& error) {
-  const int fd = stats_directory::open_file(directory_fd, name, false, error);
+  // Read-write when we may (snapshot requests write into the page), else read-only.
+  bool writable = true;
+  int fd = stats_directory::open_file(directory_fd, name, true, error);
+  if (fd < 0 && errno == EACCES) {
+    writable = false;
+    fd = stats_directory::open_file(directory_fd, name, false, error);
+  }
   if (fd < 0) {
     status = errno == ENOENT ? open_status::missing : open_status::refused;
     return nullptr;
@@ -79,11 +85,8 @@ std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name,
   if (header_copy.total_bytes != stats_page::total_bytes || size < stats_page::total_bytes)
     return reject("truncated stats page (" + std::to_string(size) + " of " + std::to_string(stats_page::total_bytes) +
                   " bytes)");
-  void* mapping = ::mmap(nullptr, stats_page::total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapping == MAP_FAILED) {
-    // Read-write is needed only for requests; fall back to read-only.
-    mapping = ::mmap(nullptr, stats_page::total_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  }
+  void* mapping =
+      ::mmap(nullptr, stats_page::total_bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   if (mapping == MAP_FAILED) {
     status = open_status::refused;
@@ -93,6 +96,7 @@ std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name,
   std::unique_ptr<page> opened(new page());
   opened->mapping_ = mapping;
   opened->mapping_bytes_ = stats_page::total_bytes;
+  opened->writable_ = writable;
   opened->pid_ = static_cast<pid_t>(header_copy.pid);
   opened->start_time_ = header_copy.start_time_ticks;
   header_copy.command[sizeof header_copy.command - 1] = '\0';
@@ -125,6 +129,10 @@ std::vector<device_reading> page::read_devices() const {
 }
 
 std::string page::request_snapshot(std::chrono::milliseconds timeout, std::string& error) {
+  if (!writable_) {
+    error = "the stats page of process " + std::to_string(pid_) + " is read-only for us; cannot request a snapshot";
+    return {};
+  }
   auto& header = *static_cast<stats_page::header*>(mapping_);
   static std::atomic<unsigned> counter{0};
   const std::string name = "snapshot-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".json";

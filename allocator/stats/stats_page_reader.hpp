@@ -57,6 +57,7 @@ class page {
   int directory_fd_ = -1;
   void* mapping_ = nullptr;
   std::size_t mapping_bytes_ = 0;
+  bool writable_ = false;
   pid_t pid_ = 0;
   std::uint64_t start_time_ = 0;
   std::string command_;
