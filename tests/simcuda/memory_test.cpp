@@ -1,6 +1,8 @@
 // cudaMalloc'd memory on simcuda: alignment, capacity and OOM, copies and memsets, pointer
 // queries, stream-ordered pools, IPC, and bad input answered with error codes.
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "simcuda_test_support.h"
@@ -189,4 +191,36 @@ TEST_CASE("IPC handles open the same memory within one process") {
   REQUIRE(cudaFree(pointer) == cudaSuccess);
   CHECK(cudaIpcOpenMemHandle(&opened, handle, 0) == cudaErrorInvalidValue);
   cudaGetLastError();
+}
+
+TEST_CASE("many threads allocate, copy, launch and free at once") {
+  require_simcuda();
+  simcuda_race_reset();
+  const uint64_t used_before = simcuda_used_bytes(0);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &failures] {
+      cudaStream_t stream = nullptr;
+      if (cudaStreamCreate(&stream) != cudaSuccess) ++failures;
+      std::vector<unsigned char> host(4096, static_cast<unsigned char>(t + 1)), back(4096, 0);
+      for (int i = 0; i < 200; ++i) {
+        void* pointer = nullptr;
+        if (cudaMalloc(&pointer, 4096 + static_cast<size_t>(i) * 512) != cudaSuccess) {
+          ++failures;
+          continue;
+        }
+        if (cudaMemcpyAsync(pointer, host.data(), 4096, cudaMemcpyHostToDevice, stream) != cudaSuccess) ++failures;
+        if (simcuda_launch(stream, pointer, 4096, 1) == 0) ++failures;
+        if (cudaMemcpyAsync(back.data(), pointer, 4096, cudaMemcpyDeviceToHost, stream) != cudaSuccess) ++failures;
+        if (cudaStreamSynchronize(stream) != cudaSuccess || back != host) ++failures;
+        if (cudaFree(pointer) != cudaSuccess) ++failures;
+      }
+      cudaStreamDestroy(stream);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(failures == 0);
+  CHECK(simcuda_used_bytes(0) == used_before);
+  CHECK(simcuda_race_count() == 0);
 }

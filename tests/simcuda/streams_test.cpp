@@ -261,3 +261,47 @@ TEST_CASE_METHOD(Fixture, "auto-complete mode, real launches and stream attribut
   REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(urgent) == cudaSuccess);
 }
+
+// Declared by the CUDA compiler's generated host code (crt/host_runtime.h), not by the
+// runtime API header.
+extern "C" {
+void** __cudaRegisterFatBinary(void* fat_cubin);
+void __cudaRegisterFatBinaryEnd(void** handle);
+void __cudaRegisterFunction(void** handle, const char* host_function, char* device_function, const char* name,
+                            int thread_limit, uint3* tid, uint3* bid, dim3* block, dim3* grid, int* warp_size);
+void __cudaUnregisterFatBinary(void** handle);
+unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream);
+cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared_bytes, void* stream);
+}
+
+TEST_CASE_METHOD(Fixture, "kernel registration and <<<>>> configuration are accepted") {
+  static char fake_fat_binary[64] = {};
+  void** module = __cudaRegisterFatBinary(fake_fat_binary);
+  REQUIRE(module != nullptr);
+  void** other = __cudaRegisterFatBinary(fake_fat_binary);
+  CHECK(other != module);
+  static int host_stub = 0;
+  char device_name[] = "kernel";
+  __cudaRegisterFunction(module, reinterpret_cast<const char*>(&host_stub), device_name, "kernel", -1, nullptr,
+                         nullptr, nullptr, nullptr, nullptr);
+  __cudaRegisterFatBinaryEnd(module);
+  CHECK(__cudaPushCallConfiguration(dim3(4, 2), dim3(128), 256, first) == 0);
+  dim3 grid, block;
+  size_t shared_bytes = 0;
+  cudaStream_t stream = nullptr;
+  REQUIRE(__cudaPopCallConfiguration(&grid, &block, &shared_bytes, &stream) == cudaSuccess);
+  CHECK(grid.x == 4);
+  CHECK(grid.y == 2);
+  CHECK(block.x == 128);
+  CHECK(shared_bytes == 256);
+  CHECK(stream == first);
+  __cudaUnregisterFatBinary(module);
+  __cudaUnregisterFatBinary(other);
+}
+
+TEST_CASE_METHOD(Fixture, "a stream that is never synchronized stays bounded") {
+  for (int i = 0; i < 5000; ++i) REQUIRE(simcuda_launch(first, at(0), 64, 1) != 0);
+  CHECK(simcuda_pending(first) <= 4096);
+  CHECK(simcuda_pending(first) > 0);
+  CHECK(simcuda_race_count() == 0);
+}

@@ -23,6 +23,12 @@
 // touches, starting when its stream and its dependencies are done. Events record that
 // simulated time, so cudaEventElapsedTime is positive across launched work. No host time
 // is involved: the numbers are a model, not a measurement.
+//
+// Note [Bounded pending work]
+// A program that never synchronizes would queue ops forever (and make every launch's race
+// check slower). Like a real device that makes progress on its own, a stream holding more
+// than kMaxPendingPerStream ops completes its oldest one at the next launch. Tests hold a
+// handful of ops; benchmarks should turn on auto-complete (SIMCUDA_AUTO_COMPLETE=1).
 #include "pending_work.h"
 
 #include <algorithm>
@@ -33,6 +39,7 @@ namespace simcuda {
 namespace {
 
 thread_local std::vector<Stream*> t_per_thread_streams;  // by device
+constexpr size_t kMaxPendingPerStream = 4096;            // Note [Bounded pending work]
 
 void merge_clock(VectorClock& into, const VectorClock& from) {
   for (const auto& [id, sequence] : from) {
@@ -131,6 +138,7 @@ uint64_t launch_locked(Stream& stream, std::vector<Access> accesses, std::functi
   uint64_t kernel_id = op.kernel_id;
   stream.pending.push_back(std::move(op));
   if (self.auto_complete) complete_through_locked(stream, stream.launched);
+  else if (stream.pending.size() > kMaxPendingPerStream) complete_through_locked(stream, stream.completed + 1);
   return kernel_id;
 }
 
