@@ -148,6 +148,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       process_pending_small(shard, false, &surplus);
       placed = shard.try_allocate(class_index, &address, &owner, &slot);
     }
+    if (placed) count_small_allocation(shard, size_bytes, request_bytes);
   }
   if (!surplus.empty()) {
     std::lock_guard<std::mutex> lock(device_mutex_);
@@ -167,6 +168,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       const std::size_t bytes = fresh->bytes;
       shard.add_slab(std::move(fresh));
       placed = shard.try_allocate(class_index, &address, &owner, &slot);
+      count_small_allocation(shard, size_bytes, request_bytes);
       std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       update(stats_.segment, pool_small, 1);
       stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
@@ -178,19 +180,15 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       }
       throw;
     }
-  }
-  {
+    // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
+    const small_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    update(stats_.allocation, pool_small, 1);
-    update(stats_.active, pool_small, 1);
-    update(stats_.allocated_bytes, pool_small, as_signed(size_bytes));
-    update(stats_.active_bytes, pool_small, as_signed(size_bytes));
-    update(stats_.requested_bytes, pool_small, as_signed(request_bytes));
+    sample_peaks_locked(sums);
   }
   try {
-    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, owner, slot, {}});
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, owner, &shard, slot, {}});
   } catch (...) {
-    free_block(address, live_block{size_bytes, request_bytes, stream, device_, owner, slot, {}});
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, owner, &shard, slot, {}});
     throw;
   }
   return reinterpret_cast<void*>(address);
@@ -203,17 +201,19 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) 
   {
     std::lock_guard<std::mutex> lock(device_mutex_);
     address = place_large_locked(size_bytes, request_bytes, stream);
+    const small_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    update(stats_.allocation, pool_large, 1);
-    update(stats_.active, pool_large, 1);
-    update(stats_.allocated_bytes, pool_large, as_signed(size_bytes));
-    update(stats_.active_bytes, pool_large, as_signed(size_bytes));
-    update(stats_.requested_bytes, pool_large, as_signed(request_bytes));
+    stats_.allocation[pool_large].increase(1);
+    stats_.active[pool_large].increase(1);
+    stats_.allocated_bytes[pool_large].increase(as_signed(size_bytes));
+    stats_.active_bytes[pool_large].increase(as_signed(size_bytes));
+    stats_.requested_bytes[pool_large].increase(as_signed(request_bytes));
+    sample_peaks_locked(sums);
   }
   try {
-    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, 0, {}});
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, nullptr, 0, {}});
   } catch (...) {
-    free_block(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, 0, {}});
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, nullptr, 0, {}});
     throw;
   }
   return reinterpret_cast<void*>(address);
@@ -336,62 +336,72 @@ bool device_cache::events_complete(const std::vector<void*>& events) noexcept {
   return true;
 }
 
+// Large blocks only (small ones count in their shard). `deactivate`: the block also
+// stops being active (not pending).
 void device_cache::record_free_stats(const live_block& block, bool deactivate) noexcept {
-  const pool_kind pool = block.owner != nullptr ? pool_small : pool_large;
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-  if (!deactivate) {
-    update(stats_.allocation, pool, -1);
-    update(stats_.allocated_bytes, pool, -as_signed(block.size_bytes));
-    update(stats_.requested_bytes, pool, -as_signed(block.requested_bytes));
-    return;
-  }
-  update(stats_.active, pool, -1);
-  update(stats_.active_bytes, pool, -as_signed(block.size_bytes));
+  stats_.allocation[pool_large].decrease(1);
+  stats_.allocated_bytes[pool_large].decrease(as_signed(block.size_bytes));
+  stats_.requested_bytes[pool_large].decrease(as_signed(block.requested_bytes));
+  if (!deactivate) return;
+  stats_.active[pool_large].decrease(1);
+  stats_.active_bytes[pool_large].decrease(as_signed(block.size_bytes));
 }
 
+// Holds the shard's mutex.
+void device_cache::count_small_allocation(stream_shard& shard, std::size_t size_bytes,
+                                          std::size_t request_bytes) noexcept {
+  shard_stats& counters = shard.counters();
+  counters.allocation.add(1);
+  counters.active.add(1);
+  counters.allocated_bytes.add(as_signed(size_bytes));
+  counters.active_bytes.add(as_signed(size_bytes));
+  counters.requested_bytes.add(as_signed(request_bytes));
+}
+
+// Hot path for small blocks: one shard lock.
 void device_cache::free_block(std::uintptr_t address, live_block&& block) noexcept {
-  record_free_stats(block, false);
   const bool wait_for_uses = !block.other_streams.empty() && !settings_.unsafe_skip_stream_waits &&
                              block.other_streams.foreign_to(block.stream);
   std::vector<void*> events;
   if (wait_for_uses) events = record_use_events(block);
   if (block.owner != nullptr) {
-    stream_shard* shard = nullptr;
-    {
-      std::shared_lock<std::shared_mutex> lock(shards_mutex_);
-      shard = shards_.at(block.stream).get();
-    }
+    stream_shard& shard = *block.shard;
     slab* surplus = nullptr;
-    bool pending = false;
     {
-      std::lock_guard<std::mutex> lock(shard->mutex());
-      try {
-        if (wait_for_uses) {
-          shard->pending().push_back(pending_object{block.owner, block.slot, block.size_bytes, std::move(events)});
-          pending = true;
+      std::lock_guard<std::mutex> lock(shard.mutex());
+      shard_stats& counters = shard.counters();
+      counters.allocation.subtract(1);
+      counters.allocated_bytes.subtract(as_signed(block.size_bytes));
+      counters.requested_bytes.subtract(as_signed(block.requested_bytes));
+      if (wait_for_uses) {
+        try {
+          shard.pending().push_back(pending_object{block.owner, block.slot, block.size_bytes, std::move(events)});
+        } catch (...) {
+          // No host memory for the pending entry: the object stays unavailable (and
+          // active) rather than unsafe.
         }
-      } catch (...) {
-        // No host memory for the pending entry: fall back to freeing now would be unsafe,
-        // so the object stays unavailable (counted active) until teardown.
         return;
       }
-      if (!pending) surplus = shard->free_object(block.owner, block.slot);
+      surplus = shard.free_object(block.owner, block.slot);
+      counters.active.subtract(1);
+      counters.active_bytes.subtract(as_signed(block.size_bytes));
     }
-    if (!pending) record_free_stats(block, true);
     if (surplus != nullptr) {
       std::lock_guard<std::mutex> lock(device_mutex_);
-      return_slab_locked(*shard, surplus);
+      return_slab_locked(shard, surplus);
     }
     return;
   }
   std::lock_guard<std::mutex> lock(device_mutex_);
   if (wait_for_uses) {
+    record_free_stats(block, false);
     try {
       pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, std::move(events)});
-      return;
     } catch (...) {
-      return;  // see above: unavailable rather than unsafe
+      // see above: unavailable rather than unsafe
     }
+    return;
   }
   stream_set streams;
   try {
@@ -441,8 +451,8 @@ void device_cache::process_pending_locked(bool device_synchronized) noexcept {
     }
     large_.release(at->address, at->size_bytes, streams);
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    update(stats_.active, pool_large, -1);
-    update(stats_.active_bytes, pool_large, -as_signed(at->size_bytes));
+    stats_.active[pool_large].decrease(1);
+    stats_.active_bytes[pool_large].decrease(as_signed(at->size_bytes));
   }
   pending_large_.erase(keep, pending_large_.end());
 }
@@ -466,9 +476,8 @@ void device_cache::process_pending_small(stream_shard& shard, bool device_synchr
       } catch (...) {
       }
     }
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    update(stats_.active, pool_small, -1);
-    update(stats_.active_bytes, pool_small, -as_signed(at->size_bytes));
+    shard.counters().active.subtract(1);
+    shard.counters().active_bytes.subtract(as_signed(at->size_bytes));
   }
   pending.erase(keep, pending.end());
 }
@@ -529,12 +538,67 @@ void device_cache::set_memory_fraction(double fraction) {
   large_.set_reserved_limit(static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_)));
 }
 
+// Note [Stats pools] (the per-allocation half). allocation, active, allocated_bytes,
+// active_bytes and requested_bytes change on every allocation and free. Their large-pool
+// part lives in stats_ (the large path holds the device lock anyway); their small-pool
+// part lives in each shard (shard_stats, written under the shard lock only), so the
+// small hot path shares no counter between threads. "all" is composed when read. Peaks
+// of the small and all figures are sampled -- at every large allocation, every new slab
+// and every stats read -- so a peak reached by small allocations alone between two
+// samples can be missed; large-pool peaks, reserved bytes and segments are exact.
+namespace {
+constexpr std::array<pool_stat usage_stats::*, 5> kPerAllocationStats = {
+    &usage_stats::allocation, &usage_stats::active, &usage_stats::allocated_bytes, &usage_stats::active_bytes,
+    &usage_stats::requested_bytes};
+constexpr std::array<shard_stat shard_stats::*, 5> kShardStats = {
+    &shard_stats::allocation, &shard_stats::active, &shard_stats::allocated_bytes, &shard_stats::active_bytes,
+    &shard_stats::requested_bytes};
+}  // namespace
+
+device_cache::small_sums device_cache::sum_small_stats() {
+  small_sums sums;
+  std::shared_lock<std::shared_mutex> lock(shards_mutex_);
+  for (auto& [stream, shard] : shards_)
+    for (std::size_t i = 0; i < kShardStats.size(); ++i) {
+      const shard_stat& counter = shard->counters().*kShardStats[i];
+      sums.values[i].current += counter.current.load(std::memory_order_relaxed);
+      sums.values[i].allocated += counter.allocated.load(std::memory_order_relaxed);
+      sums.values[i].freed += counter.freed.load(std::memory_order_relaxed);
+    }
+  return sums;
+}
+
+void device_cache::sample_peaks_locked(const small_sums& sums) noexcept {
+  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
+    pool_stat& s = stats_.*kPerAllocationStats[i];
+    const std::int64_t small_current = sums.values[i].current;
+    s[pool_small].peak = std::max(s[pool_small].peak, small_current);
+    s[pool_all].peak = std::max(s[pool_all].peak, small_current + s[pool_large].current);
+  }
+}
+
 void device_cache::reset_peak_stats() {
+  const small_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.reset_peak();
+  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
+    pool_stat& s = stats_.*kPerAllocationStats[i];
+    s[pool_small].peak = sums.values[i].current;
+    s[pool_all].peak = sums.values[i].current + s[pool_large].current;
+  }
 }
 
 void device_cache::reset_accumulated_stats() {
+  {
+    std::shared_lock<std::shared_mutex> lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::lock_guard<std::mutex> shard_lock(shard->mutex());
+      for (shard_stat shard_stats::*field : kShardStats) {
+        (shard->counters().*field).allocated.store(0, std::memory_order_relaxed);
+        (shard->counters().*field).freed.store(0, std::memory_order_relaxed);
+      }
+    }
+  }
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.reset_accumulated();
 }
@@ -558,6 +622,7 @@ usage_stats device_cache::stats() {
         split_bytes += as_signed(block.size_bytes);
       }
   }
+  const small_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   for (pool_stat* s : {&stats_.inactive_split, &stats_.inactive_split_bytes}) {
     const std::int64_t value = s == &stats_.inactive_split ? split_count : split_bytes;
@@ -566,7 +631,18 @@ usage_stats device_cache::stats() {
       (*s)[pool].peak = std::max((*s)[pool].peak, value);
     }
   }
-  return stats_;
+  sample_peaks_locked(sums);
+  usage_stats copy = stats_;
+  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
+    pool_stat& s = copy.*kPerAllocationStats[i];
+    s[pool_small].current = sums.values[i].current;
+    s[pool_small].allocated = sums.values[i].allocated;
+    s[pool_small].freed = sums.values[i].freed;
+    s[pool_all].current = s[pool_small].current + s[pool_large].current;
+    s[pool_all].allocated = s[pool_small].allocated + s[pool_large].allocated;
+    s[pool_all].freed = s[pool_small].freed + s[pool_large].freed;
+  }
+  return copy;
 }
 
 device_snapshot device_cache::snapshot() {

@@ -9,6 +9,7 @@
 // mutex before it needs a new slab from the large pool (device_mutex_).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -97,6 +98,14 @@ class device_cache {
   void process_pending_small(stream_shard& shard, bool device_synchronized, std::vector<slab*>* surplus) noexcept;
   void return_slab_locked(stream_shard& shard, slab* released) noexcept;
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
+  void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
+  // The small-pool part of the per-allocation stats, summed over shards.
+  struct small_sums {
+    std::array<stat, 5> values{};  // allocation, active, allocated_bytes, active_bytes, requested_bytes
+  };
+  small_sums sum_small_stats();
+  // Holds stats_mutex_: folds the current totals into the small/all peaks.
+  void sample_peaks_locked(const small_sums& sums) noexcept;
   std::vector<void*> record_use_events(const live_block& block) noexcept;
   bool events_complete(const std::vector<void*>& events) noexcept;
 

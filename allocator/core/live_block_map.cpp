@@ -3,6 +3,69 @@
 
 namespace fragless::core {
 
+live_block_map::live_block_map() {
+  for (shard& one : shards_) one.slots.resize(64);
+}
+
+std::size_t live_block_map::shard::find(std::uintptr_t address) const noexcept {
+  const std::size_t mask = slots.size() - 1;
+  for (std::size_t at = home(address);; at = (at + 1) & mask) {
+    if (slots[at].address == address) return at;
+    if (slots[at].address == 0) return kNotFound;
+  }
+}
+
+void live_block_map::shard::grow() {
+  std::vector<entry> old(slots.size() * 2);
+  old.swap(slots);
+  const std::size_t mask = slots.size() - 1;
+  for (entry& moved : old) {
+    if (moved.address == 0) continue;
+    std::size_t at = home(moved.address);
+    while (slots[at].address != 0) at = (at + 1) & mask;
+    slots[at] = std::move(moved);
+  }
+}
+
+// Backward-shift deletion: later entries of the probe run move up, no tombstones.
+void live_block_map::shard::erase_at(std::size_t at) noexcept {
+  const std::size_t mask = slots.size() - 1;
+  std::size_t hole = at;
+  for (std::size_t next = (hole + 1) & mask; slots[next].address != 0; next = (next + 1) & mask) {
+    const std::size_t wanted = home(slots[next].address);
+    // Move `next` into the hole if its home is not in (hole, next] cyclically.
+    const bool stays = hole <= next ? (wanted > hole && wanted <= next) : (wanted > hole || wanted <= next);
+    if (stays) continue;
+    slots[hole] = std::move(slots[next]);
+    hole = next;
+  }
+  slots[hole].address = 0;
+  slots[hole].block = live_block{};
+  --used;
+}
+
+void live_block_map::insert(std::uintptr_t address, live_block block) {
+  shard& target = shard_for(address);
+  std::lock_guard<std::mutex> lock(target.mutex);
+  if (2 * (target.used + 1) > target.slots.size()) target.grow();
+  const std::size_t mask = target.slots.size() - 1;
+  std::size_t at = target.home(address);
+  while (target.slots[at].address != 0) at = (at + 1) & mask;
+  target.slots[at].address = address;
+  target.slots[at].block = std::move(block);
+  ++target.used;
+}
+
+std::optional<live_block> live_block_map::take(std::uintptr_t address) noexcept {
+  shard& target = shard_for(address);
+  std::lock_guard<std::mutex> lock(target.mutex);
+  const std::size_t at = target.find(address);
+  if (at == kNotFound) return std::nullopt;
+  std::optional<live_block> block(std::move(target.slots[at].block));
+  target.erase_at(at);
+  return block;
+}
+
 std::optional<std::uintptr_t> live_block_map::containing(std::uintptr_t address) const {
   std::optional<std::uintptr_t> found;
   for_each([&](std::uintptr_t start, const live_block& block) {

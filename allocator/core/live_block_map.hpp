@@ -1,8 +1,9 @@
-// Every block currently handed out (or pending free), by address: what free(),
-// record_stream() and the snapshot look up. Sharded by address hash, one lock per shard,
-// so threads freeing different blocks rarely meet.
-// Invariant: an address is in the map from the moment allocate returns it until its
-// free is accepted; entries never overlap (the pools place blocks disjointly).
+// Every block currently handed out, by address: what free(), record_stream() and the
+// snapshot look up. Sharded by address hash, one lock per shard, so threads freeing
+// different blocks rarely meet; each shard is an open-addressing table (linear probing,
+// backward-shift deletion), so the hot path allocates no host memory once warm.
+// Invariant: an address is in the map from the moment allocate returns it until its free
+// is accepted; entries never overlap (the pools place blocks disjointly).
 #pragma once
 
 #include <array>
@@ -10,13 +11,14 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
+#include <vector>
 
 #include "core/stream_set.hpp"
 
 namespace fragless::core {
 
 struct slab;
+class stream_shard;
 
 struct live_block {
   std::size_t size_bytes = 0;       // what the block occupies (class size or 512 B-rounded)
@@ -24,35 +26,26 @@ struct live_block {
   stream_id stream = nullptr;       // allocation stream
   int device = 0;
   slab* owner = nullptr;            // small pool: its slab; large pool: nullptr
+  stream_shard* shard = nullptr;    // small pool: the shard that owns the slab
   std::uint32_t slot = 0;
   stream_set other_streams;         // record_stream() uses
 };
 
 class live_block_map {
  public:
-  void insert(std::uintptr_t address, live_block block) {
-    shard& target = shard_for(address);
-    std::lock_guard<std::mutex> lock(target.mutex);
-    target.blocks.emplace(address, std::move(block));
-  }
-  // Removes and returns the block starting at `address`, if any.
-  std::optional<live_block> take(std::uintptr_t address) noexcept {
-    shard& target = shard_for(address);
-    std::lock_guard<std::mutex> lock(target.mutex);
-    auto at = target.blocks.find(address);
-    if (at == target.blocks.end()) return std::nullopt;
-    live_block block = std::move(at->second);
-    target.blocks.erase(at);
-    return block;
-  }
+  live_block_map();
+  // Hot path. May allocate host memory when a shard's table grows.
+  void insert(std::uintptr_t address, live_block block);
+  // Hot path: removes and returns the block starting at `address`, if any.
+  std::optional<live_block> take(std::uintptr_t address) noexcept;
   // Applies f(live_block&) to the block at `address` under its shard lock; false if absent.
   template <typename F>
   bool update(std::uintptr_t address, F&& f) {
     shard& target = shard_for(address);
     std::lock_guard<std::mutex> lock(target.mutex);
-    auto at = target.blocks.find(address);
-    if (at == target.blocks.end()) return false;
-    f(at->second);
+    const std::size_t at = target.find(address);
+    if (at == kNotFound) return false;
+    f(target.slots[at].block);
     return true;
   }
   // Visits every block: f(address, const live_block&). Locks shards one at a time.
@@ -60,17 +53,30 @@ class live_block_map {
   void for_each(F&& f) const {
     for (const shard& one : shards_) {
       std::lock_guard<std::mutex> lock(one.mutex);
-      for (const auto& [address, block] : one.blocks) f(address, block);
+      for (const entry& slot : one.slots)
+        if (slot.address != 0) f(slot.address, slot.block);
     }
   }
-  // The block whose range contains `address` (slow: walks everything; error messages).
+  // The start of the block whose range contains `address` (slow: walks everything).
   std::optional<std::uintptr_t> containing(std::uintptr_t address) const;
 
  private:
   static constexpr std::size_t kShards = 64;
+  static constexpr std::size_t kNotFound = SIZE_MAX;
+  struct entry {
+    std::uintptr_t address = 0;  // 0: empty
+    live_block block;
+  };
   struct shard {
     mutable std::mutex mutex;
-    std::unordered_map<std::uintptr_t, live_block> blocks;
+    std::vector<entry> slots;  // size is a power of two, at most half full
+    std::size_t used = 0;
+    std::size_t home(std::uintptr_t address) const noexcept {
+      return static_cast<std::size_t>(((address >> 9) * 0x9E3779B97F4A7C15ull) >> 20) & (slots.size() - 1);
+    }
+    std::size_t find(std::uintptr_t address) const noexcept;
+    void grow();
+    void erase_at(std::size_t at) noexcept;
   };
   shard& shard_for(std::uintptr_t address) noexcept {
     // Blocks are 512 B aligned: drop those bits, then mix.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,28 @@ struct pending_object {
   std::uint32_t slot;
   std::size_t size_bytes;
   std::vector<void*> events;
+};
+
+// A small-pool counter of one shard. Written only under the shard's mutex (plain
+// load + store, no read-modify-write), read without it by stats().
+struct shard_stat {
+  std::atomic<std::int64_t> current{0};
+  std::atomic<std::int64_t> allocated{0};
+  std::atomic<std::int64_t> freed{0};
+  void add(std::int64_t amount) noexcept {
+    current.store(current.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+    allocated.store(allocated.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  void subtract(std::int64_t amount) noexcept {
+    current.store(current.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
+    freed.store(freed.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+};
+
+// The per-allocation stats of the small pool, kept per shard so the hot path shares no
+// counter between threads (Note [Stats pools] in device_cache.cpp).
+struct shard_stats {
+  shard_stat allocation, active, allocated_bytes, active_bytes, requested_bytes;
 };
 
 class stream_shard {
@@ -77,6 +100,7 @@ class stream_shard {
   std::unique_ptr<slab> adopt_released(slab* released);
 
   std::vector<pending_object>& pending() noexcept { return pending_; }
+  shard_stats& counters() noexcept { return counters_; }
   std::size_t slab_count() const noexcept { return slabs_.size(); }
   std::size_t slab_bytes_total() const noexcept { return slab_bytes_; }
   template <typename F>
@@ -99,6 +123,7 @@ class stream_shard {
   std::vector<std::unique_ptr<slab>> slabs_;
   std::size_t slab_bytes_ = 0;
   std::vector<pending_object> pending_;
+  shard_stats counters_;
 };
 
 // Builds a slab object for `address` (host memory only).
