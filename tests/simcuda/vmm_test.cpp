@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "simcuda_test_support.h"
 
 using simcuda_test::require_simcuda;
@@ -100,6 +102,38 @@ TEST_CASE("VMM: granularity, aliasing through two mappings, unmap makes the rang
   CHECK(simcuda_used_bytes(0) == used_before);
   CHECK(simcuda_is_accessible(reinterpret_cast<void*>(first), 1) == 0);
   REQUIRE(cuMemAddressFree(base, 4 * kGranule) == CUDA_SUCCESS);
+}
+
+TEST_CASE("VMM: a handle exported as a file descriptor and imported maps the same bytes") {
+  require_simcuda();
+  CUmemAllocationProp properties = device_properties(0);
+  properties.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle handle = 0, imported = 0;
+  REQUIRE(cuMemCreate(&handle, kGranule, &properties, 0) == CUDA_SUCCESS);
+  int fd = -1;
+  REQUIRE(cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS);
+  REQUIRE(fd >= 0);
+  const uint64_t used = simcuda_used_bytes(0);
+  REQUIRE(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS);
+  CHECK(simcuda_used_bytes(0) == used);  // the same memory, counted once
+  CUdeviceptr a = 0, b = 0;
+  REQUIRE(cuMemAddressReserve(&a, kGranule, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMemAddressReserve(&b, kGranule, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMemMap(a, kGranule, 0, handle, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMemMap(b, kGranule, 0, imported, 0) == CUDA_SUCCESS);
+  CUmemAccessDesc access = read_write(0);
+  REQUIRE(cuMemSetAccess(a, kGranule, &access, 1) == CUDA_SUCCESS);
+  REQUIRE(cuMemSetAccess(b, kGranule, &access, 1) == CUDA_SUCCESS);
+  reinterpret_cast<unsigned char*>(a)[12345] = 0x5D;
+  CHECK(reinterpret_cast<unsigned char*>(b)[12345] == 0x5D);
+  REQUIRE(cuMemUnmap(a, kGranule) == CUDA_SUCCESS);
+  REQUIRE(cuMemUnmap(b, kGranule) == CUDA_SUCCESS);
+  REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
+  REQUIRE(cuMemRelease(imported) == CUDA_SUCCESS);
+  REQUIRE(cuMemAddressFree(a, kGranule) == CUDA_SUCCESS);
+  REQUIRE(cuMemAddressFree(b, kGranule) == CUDA_SUCCESS);
+  close(fd);
 }
 
 TEST_CASE("VMM: bad input gets error codes") {

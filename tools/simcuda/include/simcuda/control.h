@@ -75,7 +75,9 @@ int simcuda_set_cost_ns(const char* function_name, uint64_t nanoseconds);
 
 /* ---- device memory ---------------------------------------------------------------- */
 /* Capacity of a device (default SIMCUDA_MEMORY, itself default 80 GiB; number of devices
- * SIMCUDA_DEVICES, default 1). Allocations past the capacity fail. */
+ * SIMCUDA_DEVICES, default 1). Allocations past the capacity fail. simcuda_set_capacity
+ * returns 0, or -1 for an unknown device; simcuda_capacity and simcuda_used_bytes answer 0
+ * for an unknown device. */
 int simcuda_set_capacity(int device, uint64_t bytes);
 uint64_t simcuda_capacity(int device);
 /* Bytes of device memory in use: cudaMalloc'd plus physical VMM handles. */
