@@ -118,6 +118,8 @@ int run_command(const bench_options& options, int argc, char** argv) {
   }
   // main: built-in workloads and every shared trace, outputs in one directory.
   bench_options main_options = options;
+  // The main job also answers "how big a batch fits on a 24 GiB card" (skipped in smoke mode).
+  if (!options.smoke) main_options.max_fit = true;
   const std::string traces_dir = options.traces_dir.empty() ? default_traces_dir() : options.traces_dir;
   std::vector<bench_input> inputs = builtin_inputs(options.positional);
   if (std::filesystem::is_directory(traces_dir)) {

@@ -17,7 +17,7 @@ const std::vector<row_field>& row_fields() {
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
       {"syncs", "syncs", field_kind::count, nullptr, &r::syncs},
       {"ooms", "OOMs", field_kind::count, nullptr, &r::ooms},
-      {"max_fitting_batch", nullptr, field_kind::count, nullptr, &r::max_fitting_batch},
+      {"max_fitting_batch", "max batch", field_kind::count, nullptr, &r::max_fitting_batch},
       {"status", "status", field_kind::text, &r::status, nullptr},
       {"peak_live_bytes", nullptr, field_kind::bytes, nullptr, &r::peak_live_bytes},
       {"device_allocs", nullptr, field_kind::count, nullptr, &r::device_allocs},
