@@ -99,7 +99,7 @@ fragless_status fragless_reset_accumulated_stats(int device) {
 fragless_status fragless_get_memory_figures(int device, fragless_memory_figures* figures) {
   if (figures == nullptr) return fail(FRAGLESS_ERROR_INVALID_ARGUMENT, "fragless_get_memory_figures: NULL");
   return guarded([&] {
-    const fragless::usage_stats stats = fragless::get_device_stats(device);
+    const fragless::device_stats stats = fragless::get_device_stats(device);
     using fragless::pool_all;
     figures->allocated_bytes = stats.allocated_bytes[pool_all].current;
     figures->allocated_bytes_peak = stats.allocated_bytes[pool_all].peak;

@@ -1,7 +1,4 @@
 // The C++ API (fragless/fragless.hpp): forwarders to the global allocator.
-#include <cinttypes>
-#include <cstdio>
-
 #include "core/allocator.hpp"
 #include "fragless/fragless.hpp"
 
@@ -40,33 +37,13 @@ std::size_t trim(std::size_t bytes_to_keep, int device) {
 void set_memory_fraction(double fraction, int device) { global().device(device).set_memory_fraction(fraction); }
 void reset_peak_stats(int device) { global().device(device).reset_peak_stats(); }
 void reset_accumulated_stats(int device) { global().device(device).reset_accumulated_stats(); }
-usage_stats get_device_stats(int device) { return global().device(device).stats(); }
-device_snapshot snapshot(int device) { return global().device(device).snapshot(); }
+device_stats get_device_stats(int device) { return global().device(device).stats(); }
+memory_snapshot snapshot(int device) { return global().device(device).snapshot(); }
+std::string snapshot_json(int device) { return to_json(snapshot(device)); }
+std::string snapshot_pickle(int device) { return to_pytorch_pickle(snapshot(device)); }
+std::string stats_json(int device) { return to_json(get_device_stats(device), device); }
 std::string backend_name(int device) { return global().device(device).backend_name(); }
 
-std::string memory_summary(int device) {
-  const usage_stats stats = get_device_stats(device);
-  std::string text = "fragless memory summary, device ID " + std::to_string(device) + "\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "CUDA OOMs: %" PRId64 " | cudaMalloc retries: %" PRId64 "\n", stats.num_ooms,
-                stats.num_alloc_retries);
-  text += line;
-  auto row = [&](const char* name, const pool_stat& s) {
-    std::snprintf(line, sizeof line, "%-24s cur %14" PRId64 "  peak %14" PRId64 "  alloc %14" PRId64
-                  "  freed %14" PRId64 "\n", name, s[pool_all].current, s[pool_all].peak, s[pool_all].allocated,
-                  s[pool_all].freed);
-    text += line;
-  };
-  row("Allocated memory", stats.allocated_bytes);
-  row("Active memory", stats.active_bytes);
-  row("Requested memory", stats.requested_bytes);
-  row("GPU reserved memory", stats.reserved_bytes);
-  row("Non-releasable memory", stats.inactive_split_bytes);
-  row("Allocations", stats.allocation);
-  row("Active allocs", stats.active);
-  row("GPU reserved segments", stats.segment);
-  row("Non-releasable allocs", stats.inactive_split);
-  return text;
-}
+std::string memory_summary(int device) { return memory_summary(get_device_stats(device), device); }
 
 }  // namespace fragless

@@ -1,55 +1,28 @@
-// Reads the allocator's settings from FRAGLESS_CONF ("key:value,key:value").
-// Keys read here: backend (vmm | cudaMalloc), virtual_range_factor (> 1),
-// unsafe_skip_stream_waits (test-only: true | false). Bad values warn on stderr and keep
-// the default; unknown keys are left to the full options table (fragless_config).
-#include <cstdio>
-#include <cstdlib>
-#include <string>
-
+// Maps the parsed FRAGLESS_CONF options (fragless_config's one options table) onto the
+// settings the core reads. Options the core does not implement yet are listed in
+// Note [Options not yet used].
 #include "core/allocator.hpp"
+#include "fragless/options.hpp"
 
 namespace fragless::core {
-namespace {
 
-void warn(const std::string& key, const std::string& value, const char* expected) {
-  std::fprintf(stderr, "fragless: FRAGLESS_CONF %s:%s is invalid (expected %s); keeping the default\n", key.c_str(),
-               value.c_str(), expected);
-}
-
-void apply(cache_settings& settings, const std::string& key, const std::string& value) {
-  if (key == "backend") {
-    if (value == "vmm") settings.use_vmm = true;
-    else if (value == "cudaMalloc" || value == "cudamalloc") settings.use_vmm = false;
-    else warn(key, value, "vmm or cudaMalloc");
-  } else if (key == "virtual_range_factor") {
-    char* end = nullptr;
-    const double factor = std::strtod(value.c_str(), &end);
-    if (end != value.c_str() && *end == '\0' && factor > 1.0 && factor <= 64.0) settings.virtual_range_factor = factor;
-    else warn(key, value, "a number in (1, 64]");
-  } else if (key == "unsafe_skip_stream_waits") {
-    if (value == "true" || value == "1") settings.unsafe_skip_stream_waits = true;
-    else if (value == "false" || value == "0") settings.unsafe_skip_stream_waits = false;
-    else warn(key, value, "true or false");
-  }
-}
-
-}  // namespace
-
-cache_settings settings_from_environment() {
+// Note [Options not yet used]
+// release_threshold_bytes, garbage_collection_threshold, dedicated_mapping_threshold_bytes,
+// max_split_bytes, small_segment_bytes, large_segment_bytes, compact_threshold_bytes and
+// background_compaction are parsed (and validated) by fragless_config but not acted on by
+// this version of the core: free pages are kept until empty_cache/trim/OOM, blocks are
+// never "oversize", slabs are sized per class (Note [Size classes]) and the cudaMalloc
+// backend uses PyTorch's segment sizes.
+cache_settings settings_from_options(const options& values) {
   cache_settings settings;
-  const char* conf = std::getenv("FRAGLESS_CONF");
-  if (conf == nullptr) return settings;
-  const std::string text(conf);
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    const std::size_t colon = item.find(':');
-    if (colon != std::string::npos) apply(settings, item.substr(0, colon), item.substr(colon + 1));
-    start = end + 1;
-  }
+  settings.use_vmm = values.backend != backend_kind::cuda_malloc;
+  settings.reserved_limit_bytes = values.max_cached_bytes == unlimited_bytes
+                                      ? SIZE_MAX
+                                      : static_cast<std::size_t>(values.max_cached_bytes);
+  settings.small_limit_bytes = static_cast<std::size_t>(values.small_max_bytes);
   return settings;
 }
+
+cache_settings settings_from_environment() { return settings_from_options(options_from_environment()); }
 
 }  // namespace fragless::core

@@ -13,6 +13,7 @@
 #include "backend/backend.hpp"
 #include "core/device_cache.hpp"
 #include "core/live_block_map.hpp"
+#include "fragless/options.hpp"
 
 namespace fragless::core {
 
@@ -52,7 +53,8 @@ class allocator {
 // The process-wide allocator (real CUDA backend, settings from FRAGLESS_CONF). Created on
 // first use and deliberately never destroyed: CUDA may already be torn down at exit.
 allocator& global_allocator();
-// Settings read from the environment (FRAGLESS_CONF).
+// Settings from parsed options, and from the environment (FRAGLESS_CONF).
+cache_settings settings_from_options(const options& values);
 cache_settings settings_from_environment();
 
 }  // namespace fragless::core

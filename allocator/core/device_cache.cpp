@@ -52,6 +52,7 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       live_blocks_(live_blocks),
       settings_(settings),
       instance_id_(next_instance_id.fetch_add(1)),
+      small_limit_bytes_(std::min(settings.small_limit_bytes, kSmallLimitBytes)),
       events_(device_backend, device),
       large_(device_backend, device, events_) {}
 
@@ -74,6 +75,8 @@ void device_cache::initialize() {
   if (large_.initialize(settings_.use_vmm, range_bytes) != backend::status::ok)
     throw device_error("fragless: cannot set up device " + std::to_string(device_) + ": " + backend_.last_error_text());
   large_.set_skip_stream_waits(settings_.unsafe_skip_stream_waits);
+  large_.set_reserved_limit(settings_.reserved_limit_bytes);
+  stats_.max_split_size = -1;  // blocks are never "oversize" (Note [Options not yet used])
 }
 
 // ---------------------------------------------------------------------------------------
@@ -128,7 +131,8 @@ void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
     }
     throw_out_of_memory_locked(request_bytes);
   }
-  return is_small(request_bytes) ? allocate_small(request_bytes, stream) : allocate_large(request_bytes, stream);
+  return request_bytes <= small_limit_bytes_ ? allocate_small(request_bytes, stream)
+                                             : allocate_large(request_bytes, stream);
 }
 
 // Hot path (cache hit): one shard lock, the stats lock, one live-map shard lock.
@@ -304,6 +308,9 @@ void device_cache::account_device_locked() noexcept {
   stats_.unmap_ns += now.unmap_ns - accounted_counters_.unmap_ns;
   stats_.num_cross_stream_waits += now.cross_stream_waits - accounted_counters_.cross_stream_waits;
   stats_.num_sync_all_streams += now.device_syncs - accounted_counters_.device_syncs;
+  stats_.pages_mapped.current = static_cast<std::int64_t>(large_.pages().mapped_count());
+  stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
+  stats_.num_events_created = events_.created_count();
   accounted_reserved_bytes_ = reserved;
   accounted_segments_ = segments;
   accounted_counters_ = now;
@@ -547,9 +554,9 @@ void device_cache::set_memory_fraction(double fraction) {
 // and every stats read -- so a peak reached by small allocations alone between two
 // samples can be missed; large-pool peaks, reserved bytes and segments are exact.
 namespace {
-constexpr std::array<pool_stat usage_stats::*, 5> kPerAllocationStats = {
-    &usage_stats::allocation, &usage_stats::active, &usage_stats::allocated_bytes, &usage_stats::active_bytes,
-    &usage_stats::requested_bytes};
+constexpr std::array<pool_stat device_stats::*, 5> kPerAllocationStats = {
+    &device_stats::allocation, &device_stats::active, &device_stats::allocated_bytes, &device_stats::active_bytes,
+    &device_stats::requested_bytes};
 constexpr std::array<shard_stat shard_stats::*, 5> kShardStats = {
     &shard_stats::allocation, &shard_stats::active, &shard_stats::allocated_bytes, &shard_stats::active_bytes,
     &shard_stats::requested_bytes};
@@ -606,33 +613,28 @@ void device_cache::reset_accumulated_stats() {
 // ---------------------------------------------------------------------------------------
 // Stats and snapshot
 
-usage_stats device_cache::stats() {
-  // inactive_split is computed from the snapshot: in the packed VMM range, "split" free
-  // space is every free range inside a mapped region that also holds live blocks.
-  device_snapshot snap = snapshot();
-  std::int64_t split_count = 0;
-  std::int64_t split_bytes = 0;
-  for (const segment_info& segment : snap.segments) {
-    if (segment.pool != memory_pool::large) continue;
-    const bool whole_free = segment.blocks.size() == 1 && segment.blocks[0].state == block_state::inactive;
-    if (whole_free) continue;
-    for (const block_info& block : segment.blocks)
-      if (block.state == block_state::inactive) {
-        ++split_count;
-        split_bytes += as_signed(block.size_bytes);
-      }
-  }
+device_stats device_cache::stats() {
+  // Segment counts, inactive splits and the largest free block are shapes of the layout,
+  // not running sums: they are read off the snapshot (Note [Stats from snapshot]) and
+  // their peaks tracked at each read. Everything else is a running counter.
+  const memory_snapshot snap = snapshot();
+  const device_stats shape = stats_from_snapshot(snap, device_);
   const small_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-  for (pool_stat* s : {&stats_.inactive_split, &stats_.inactive_split_bytes}) {
-    const std::int64_t value = s == &stats_.inactive_split ? split_count : split_bytes;
-    for (pool_kind pool : {pool_all, pool_large}) {
-      (*s)[pool].current = value;
-      (*s)[pool].peak = std::max((*s)[pool].peak, value);
+  for (pool_stat device_stats::*field : {&device_stats::segment, &device_stats::inactive_split,
+                                         &device_stats::inactive_split_bytes}) {
+    for (std::size_t pool : {std::size_t{pool_all}, std::size_t{pool_small}, std::size_t{pool_large}}) {
+      stat& target = (stats_.*field)[pool];
+      const std::int64_t value = (shape.*field)[pool].current;
+      if (value > target.current) target.allocated += value - target.current;
+      else target.freed += target.current - value;
+      target.current = value;
+      target.peak = std::max(target.peak, value);
     }
   }
+  stats_.largest_free_block_bytes = shape.largest_free_block_bytes;
   sample_peaks_locked(sums);
-  usage_stats copy = stats_;
+  device_stats copy = stats_;
   for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
     pool_stat& s = copy.*kPerAllocationStats[i];
     s[pool_small].current = sums.values[i].current;
@@ -645,56 +647,113 @@ usage_stats device_cache::stats() {
   return copy;
 }
 
-device_snapshot device_cache::snapshot() {
-  device_snapshot snap;
-  snap.device = device_;
+namespace {
+
+std::uint64_t stream_number(stream_id stream) noexcept { return reinterpret_cast<std::uintptr_t>(stream); }
+
+}  // namespace
+
+memory_snapshot device_cache::snapshot() {
+  memory_snapshot snap;
+  snap.device_count = device_ + 1;
   std::lock_guard<std::mutex> lock(device_mutex_);
-  std::vector<reserved_region> regions = large_.reserved_regions();
-  std::map<std::uintptr_t, block_info> large_blocks;  // address order
-  std::map<const slab*, std::vector<block_info>> slab_blocks;
+  // Live and pending blocks, and slabs, by address.
+  std::map<std::uintptr_t, snapshot_block> large_blocks;
+  std::map<const slab*, std::vector<snapshot_block>> slab_objects;
   live_blocks_.for_each([&](std::uintptr_t address, const live_block& block) {
     if (block.device != device_) return;
-    block_info info{address, block.size_bytes, block.requested_bytes, block_state::active_allocated, block.stream};
-    if (block.owner != nullptr) slab_blocks[block.owner].push_back(info);
+    const snapshot_block info{address, block.size_bytes, block.requested_bytes, block_state::allocated};
+    if (block.owner != nullptr) slab_objects[block.owner].push_back(info);
     else large_blocks.emplace(address, info);
   });
   for (const pending_large& pending : pending_large_)
-    large_blocks.emplace(pending.address, block_info{pending.address, pending.size_bytes, 0,
-                                                     block_state::active_pending_free, pending.stream});
+    large_blocks.emplace(pending.address, snapshot_block{pending.address, pending.size_bytes, 0, block_state::pending_free});
+  // Free ranges, clipped to reserved memory (unmapped address space is not memory). Any
+  // byte of a region that is neither live, pending, slab nor free shows up as a gap,
+  // which check_snapshot() reports.
+  const std::vector<reserved_region> regions = large_.reserved_regions();
   large_.index().for_each([&](const free_range& range) {
-    // Clip to reserved regions: unmapped address space is not memory.
-    for (const reserved_region& region : regions) {
-      const std::uintptr_t start = std::max(range.address, region.address);
-      const std::uintptr_t end = std::min(range.address + range.size_bytes, region.address + region.size_bytes);
-      if (start < end) large_blocks.emplace(start, block_info{start, end - start, 0, block_state::inactive, nullptr});
+    auto at = std::upper_bound(regions.begin(), regions.end(), range.address,
+                               [](std::uintptr_t value, const reserved_region& r) { return value < r.address; });
+    if (at != regions.begin()) --at;
+    for (; at != regions.end() && at->address < range.address + range.size_bytes; ++at) {
+      const std::uintptr_t start = std::max(range.address, at->address);
+      const std::uintptr_t end = std::min(range.address + range.size_bytes, at->address + at->size_bytes);
+      if (start < end) large_blocks.emplace(start, snapshot_block{start, end - start, 0, block_state::free});
     }
   });
-  auto block_at = large_blocks.begin();
+  struct slab_view {
+    std::uintptr_t address;
+    std::size_t bytes;
+    stream_id stream;
+    std::vector<snapshot_block> objects;
+  };
+  std::map<std::uintptr_t, slab_view> slabs;
+  {
+    std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::lock_guard<std::mutex> shard_lock(shard->mutex());
+      for (const pending_object& pending : shard->pending())
+        slab_objects[pending.owner].push_back(snapshot_block{
+            pending.owner->address + std::size_t{pending.slot} * class_size_bytes(pending.owner->class_index),
+            pending.size_bytes, 0, block_state::pending_free});
+      shard->for_each_slab([&](const slab& one) {
+        slab_view view{one.address, one.bytes, shard->stream(), {}};
+        auto found = slab_objects.find(&one);
+        if (found != slab_objects.end()) view.objects = std::move(found->second);
+        const std::size_t object_bytes = class_size_bytes(one.class_index);
+        std::vector<std::uint32_t> free_slots = one.free_slots;
+        std::sort(free_slots.begin(), free_slots.end());
+        for (std::size_t i = 0; i < free_slots.size();) {
+          std::size_t j = i + 1;
+          while (j < free_slots.size() && free_slots[j] == free_slots[j - 1] + 1) ++j;  // coalesce a run
+          view.objects.push_back(snapshot_block{one.address + free_slots[i] * object_bytes, (j - i) * object_bytes, 0,
+                                                block_state::free});
+          i = j;
+        }
+        std::sort(view.objects.begin(), view.objects.end(),
+                  [](const snapshot_block& a, const snapshot_block& b) { return a.address < b.address; });
+        slabs.emplace(one.address, std::move(view));
+      });
+    }
+  }
+  // Large segments: each reserved region, cut at the slabs inside it.
   for (const reserved_region& region : regions) {
-    segment_info segment{region.address, region.size_bytes, memory_pool::large, nullptr, {}};
-    while (block_at != large_blocks.end() && block_at->first < region.address) ++block_at;
-    for (auto at = block_at; at != large_blocks.end() && at->first < region.address + region.size_bytes; ++at)
-      segment.blocks.push_back(at->second);
+    std::uintptr_t piece_start = region.address;
+    const std::uintptr_t region_end = region.address + region.size_bytes;
+    auto emit_piece = [&](std::uintptr_t piece_end) {
+      if (piece_end <= piece_start) return;
+      std::vector<snapshot_block> inside;
+      for (auto at = large_blocks.lower_bound(piece_start); at != large_blocks.end() && at->first < piece_end; ++at)
+        inside.push_back(at->second);
+      snapshot_segment segment;
+      segment.device = device_;
+      segment.address = piece_start;
+      segment.size_bytes = piece_end - piece_start;
+      segment.pool = pool_large;
+      segment.is_expandable = large_.uses_vmm();
+      segment.blocks = std::move(inside);
+      snap.segments.push_back(std::move(segment));
+    };
+    for (auto at = slabs.lower_bound(region.address); at != slabs.end() && at->first < region_end; ++at) {
+      emit_piece(at->first);
+      piece_start = at->first + at->second.bytes;
+    }
+    emit_piece(region_end);
+  }
+  for (auto& [address, view] : slabs) {
+    snapshot_segment segment;
+    segment.device = device_;
+    segment.address = address;
+    segment.size_bytes = view.bytes;
+    segment.stream = stream_number(view.stream);
+    segment.pool = pool_small;
+    segment.is_expandable = false;
+    segment.blocks = std::move(view.objects);
     snap.segments.push_back(std::move(segment));
   }
-  std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
-  for (auto& [stream, shard] : shards_) {
-    std::lock_guard<std::mutex> shard_lock(shard->mutex());
-    for (const pending_object& pending : shard->pending())
-      slab_blocks[pending.owner].push_back(block_info{
-          pending.owner->address + std::size_t{pending.slot} * class_size_bytes(pending.owner->class_index),
-          pending.size_bytes, 0, block_state::active_pending_free, shard->stream()});
-    shard->for_each_slab([&](const slab& one) {
-      segment_info segment{one.address, one.bytes, memory_pool::small, shard->stream(), {}};
-      auto found = slab_blocks.find(&one);
-      if (found != slab_blocks.end()) {
-        segment.blocks = std::move(found->second);
-        std::sort(segment.blocks.begin(), segment.blocks.end(),
-                  [](const block_info& a, const block_info& b) { return a.address < b.address; });
-      }
-      snap.segments.push_back(std::move(segment));
-    });
-  }
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const snapshot_segment& a, const snapshot_segment& b) { return a.address < b.address; });
   return snap;
 }
 

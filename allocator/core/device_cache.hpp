@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -26,7 +27,8 @@
 #include "core/live_block_map.hpp"
 #include "core/small_pool.hpp"
 #include "fragless/fragless.hpp"
-#include "fragless/usage_stats.hpp"
+#include "fragless/stats.hpp"
+#include "fragless/stats_snapshot.hpp"
 
 namespace fragless::core {
 
@@ -53,6 +55,8 @@ struct cache_settings {
   bool use_vmm = true;
   double virtual_range_factor = 2.0;  // VMM range = factor * device capacity
   bool unsafe_skip_stream_waits = false;
+  std::size_t reserved_limit_bytes = SIZE_MAX;           // max_cached_bytes
+  std::size_t small_limit_bytes = 1024 * 1024;           // small_max_bytes, capped at kSmallLimitBytes
 };
 
 class device_cache {
@@ -77,10 +81,10 @@ class device_cache {
 
   std::size_t release_cache(std::size_t bytes_to_keep);
   void set_memory_fraction(double fraction);
-  usage_stats stats();
+  device_stats stats();
   void reset_peak_stats();
   void reset_accumulated_stats();
-  device_snapshot snapshot();
+  memory_snapshot snapshot();
   std::uint64_t capacity_bytes() const noexcept { return capacity_bytes_; }
 
  private:
@@ -114,6 +118,7 @@ class device_cache {
   live_block_map& live_blocks_;
   const cache_settings settings_;
   const std::uint64_t instance_id_;
+  const std::size_t small_limit_bytes_;
   std::uint64_t capacity_bytes_ = 0;
 
   std::mutex device_mutex_;
@@ -133,7 +138,7 @@ class device_cache {
   std::unordered_map<stream_id, std::unique_ptr<stream_shard>> shards_;
 
   std::mutex stats_mutex_;
-  usage_stats stats_;
+  device_stats stats_;
   // What account_device_locked last folded in.
   std::size_t accounted_reserved_bytes_ = 0;
   std::size_t accounted_segments_ = 0;

@@ -14,6 +14,7 @@ backend::event_handle event_pool::acquire() noexcept {
   }
   backend::event_handle event = nullptr;
   if (backend_.create_event(device_, &event) != backend::status::ok) return nullptr;
+  created_.fetch_add(1, std::memory_order_relaxed);
   return event;
 }
 

@@ -3,6 +3,8 @@
 // it); events are destroyed only by drain() or the destructor.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -20,6 +22,8 @@ class event_pool {
   // An idle event, from the pool or newly created. nullptr when creation failed.
   backend::event_handle acquire() noexcept;
   void release(backend::event_handle event) noexcept;
+  // Events created so far (the pool keeps this small).
+  std::int64_t created_count() const noexcept { return created_.load(std::memory_order_relaxed); }
   // Destroys every pooled event.
   void drain() noexcept;
 
@@ -34,6 +38,7 @@ class event_pool {
   int device_;
   std::mutex mutex_;
   std::vector<backend::event_handle> idle_;
+  std::atomic<std::int64_t> created_{0};
 };
 
 }  // namespace fragless::core

@@ -81,7 +81,7 @@ TEST_CASE("fake backend: random operations keep stats and layout consistent", "[
   f.device_backend->events_complete = true;
   f.cache().release_cache(0);
   f.check();
-  const usage_stats stats = f.cache().stats();
+  const device_stats stats = f.cache().stats();
   CHECK(stats.allocated_bytes[pool_all].current == 0);
   CHECK(stats.reserved_bytes[pool_all].current == 0);
   CHECK(f.device_backend->used_bytes() == 0);
@@ -99,7 +99,7 @@ TEST_CASE("fake backend: a recorded stream keeps the block pending until its eve
   auto snap = f.cache().snapshot();
   int pending = 0;
   for (auto& segment : snap.segments)
-    for (auto& b : segment.blocks) pending += b.state == block_state::active_pending_free;
+    for (auto& b : segment.blocks) pending += b.state == block_state::pending_free;
   CHECK(pending == 1);
   f.check();
   // Not reusable while pending: a same-size request gets other memory.
@@ -138,7 +138,7 @@ TEST_CASE("fake backend: out of memory releases the cache, retries, then fails c
   void* c = f.instance.allocate(120 << 20, 0, stream_number(1));  // needs the cached memory back
   REQUIRE(c != nullptr);
   f.check();
-  const usage_stats before = f.cache().stats();
+  const device_stats before = f.cache().stats();
   try {
     f.instance.allocate(200 << 20, 0, stream_number(1));
     FAIL("expected out_of_memory_error");
@@ -148,7 +148,7 @@ TEST_CASE("fake backend: out of memory releases the cache, retries, then fails c
     CHECK(text.find("reserved by fragless but unallocated") != std::string::npos);
     CHECK(text.find("largest free block") != std::string::npos);
   }
-  const usage_stats after = f.cache().stats();
+  const device_stats after = f.cache().stats();
   CHECK(after.num_ooms == before.num_ooms + 1);
   CHECK(after.num_alloc_retries == before.num_alloc_retries + 1);
   CHECK(after.num_sync_all_streams == before.num_sync_all_streams + 1);

@@ -145,7 +145,7 @@ void run_property(bool use_vmm, int threads, long operations) {
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
   check_consistency(cache.snapshot(), cache.stats());
-  const usage_stats stats = cache.stats();
+  const device_stats stats = cache.stats();
   CHECK(stats.allocated_bytes[pool_all].current == 0);
   CHECK(stats.allocation[pool_all].allocated > operations);
   CHECK(stats.reserved_bytes[pool_all].peak > 0);

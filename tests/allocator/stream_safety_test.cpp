@@ -15,7 +15,7 @@ namespace {
 
 struct scenario_result {
   std::uint64_t races = 0;
-  usage_stats stats;
+  device_stats stats;
 };
 
 struct fixture {
@@ -122,18 +122,18 @@ TEST_CASE("a cached page is moved only when its last users are done", "[streams]
   void* y = f.instance->allocate(page, 0, f.stream_a);
   simcuda_launch(f.stream_a, x, 2 * page, 1);
   f.instance->deallocate(x);  // X's pages are cached, A's kernel still writes them
-  const usage_stats before = f.cache().stats();
+  const device_stats before = f.cache().stats();
   // Needs 4 new pages beyond Y: X's pages must not move while A's kernel is pending.
   void* z = f.instance->allocate(4 * page, 0, f.stream_b);
   simcuda_launch(f.stream_b, z, 4 * page, 1);
-  const usage_stats during = f.cache().stats();
+  const device_stats during = f.cache().stats();
   CHECK(during.num_unmap == before.num_unmap);
   CHECK(during.reserved_bytes[pool_all].current == before.reserved_bytes[pool_all].current + 4 * static_cast<std::int64_t>(page));
   // Once A is idle, growth moves X's pages instead of creating new ones: W does not fit
   // in X's 2-page hole, so it goes past Z and needs 3 pages: 2 moved, 1 created.
   simcuda_complete_all();
   void* w = f.instance->allocate(3 * page, 0, f.stream_b);
-  const usage_stats after = f.cache().stats();
+  const device_stats after = f.cache().stats();
   CHECK(after.num_unmap == during.num_unmap + 2);
   CHECK(after.num_device_alloc == during.num_device_alloc + 1);
   CHECK(after.reserved_bytes[pool_all].current ==
@@ -152,9 +152,9 @@ TEST_CASE("empty_cache synchronizes once and releases every unused page", "[stre
   void* small = f.instance->allocate(700, 0, f.stream_b);
   simcuda_launch(f.stream_a, block, 6 << 20, 1);
   f.instance->deallocate(block);
-  const usage_stats before = f.cache().stats();
+  const device_stats before = f.cache().stats();
   const std::size_t released = f.cache().release_cache(0);
-  const usage_stats after = f.cache().stats();
+  const device_stats after = f.cache().stats();
   CHECK(after.num_sync_all_streams == before.num_sync_all_streams + 1);
   CHECK(released >= (6u << 20));
   CHECK(simcuda_race_count() == 0);  // the sync completed A's kernel before the unmap

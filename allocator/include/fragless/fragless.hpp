@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "fragless/export.h"
-#include "fragless/usage_stats.hpp"
+#include "fragless/stats.hpp"
+#include "fragless/stats_snapshot.hpp"
 
 namespace fragless {
 
@@ -71,41 +72,22 @@ FRAGLESS_API std::size_t trim(std::size_t bytes_to_keep, int device = -1);
 FRAGLESS_API void set_memory_fraction(double fraction, int device);
 FRAGLESS_API void reset_peak_stats(int device);
 FRAGLESS_API void reset_accumulated_stats(int device);
-FRAGLESS_API usage_stats get_device_stats(int device);
+FRAGLESS_API device_stats get_device_stats(int device);
+// PyTorch's memory_summary table for the device (plus fragless's own figures).
 FRAGLESS_API std::string memory_summary(int device);
 // Name of the device-memory backend in use on the device ("vmm" or "cudaMalloc").
 FRAGLESS_API std::string backend_name(int device);
 
 // ---- snapshot ----
-enum class block_state { active_allocated, active_pending_free, inactive };
-enum class memory_pool { small, large };
-
-struct block_info {
-  std::uintptr_t address = 0;
-  std::size_t size_bytes = 0;
-  std::size_t requested_bytes = 0;  // 0 for inactive blocks
-  block_state state = block_state::inactive;
-  stream_t stream = nullptr;
-};
-
-// A reserved region: a cudaMalloc segment or a run of mapped VMM pages (pool large), or a
-// slab (pool small; its memory lies inside a large region). Blocks are in address order.
-// A large region lists its large blocks (active or pending free) and its free ranges
-// (inactive); slab memory inside it is listed under the slab. A slab lists its objects
-// that are active or pending free.
-struct segment_info {
-  std::uintptr_t address = 0;
-  std::size_t size_bytes = 0;
-  memory_pool pool = memory_pool::large;
-  stream_t stream = nullptr;  // slabs: the stream they serve
-  std::vector<block_info> blocks;
-};
-
-struct device_snapshot {
-  int device = 0;
-  std::vector<segment_info> segments;
-};
-
-FRAGLESS_API device_snapshot snapshot(int device);
+// Every segment of the device with its blocks (fragless/stats_snapshot.hpp; blocks exactly
+// cover their segment). Large-pool segments are the reserved regions (cudaMalloc segments
+// or runs of mapped VMM pages) minus the slabs inside them; each slab is a small-pool
+// segment. Take it while no other thread allocates or frees for an exact picture.
+FRAGLESS_API memory_snapshot snapshot(int device);
+// The snapshot as fragless JSON (Note [Snapshot JSON]) and as a PyTorch-style pickle.
+FRAGLESS_API std::string snapshot_json(int device);
+FRAGLESS_API std::string snapshot_pickle(int device);
+// The stats as JSON (Note [Stats JSON]).
+FRAGLESS_API std::string stats_json(int device);
 
 }  // namespace fragless
