@@ -146,7 +146,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
   bool placed = false;
   std::vector<slab*> surplus;
   {
-    std::lock_guard<std::mutex> lock(shard.mutex());
+    std::lock_guard<spin_lock> lock(shard.mutex());
     placed = shard.try_allocate(class_index, &address, &owner, &slot);
     if (!placed && !shard.pending().empty()) {
       process_pending_small(shard, false, &surplus);
@@ -168,7 +168,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     std::unique_ptr<slab> fresh;
     try {
       fresh = make_slab(slab_address, class_index);
-      std::lock_guard<std::mutex> lock(shard.mutex());
+      std::lock_guard<spin_lock> lock(shard.mutex());
       const std::size_t bytes = fresh->bytes;
       shard.add_slab(std::move(fresh));
       placed = shard.try_allocate(class_index, &address, &owner, &slot);
@@ -376,7 +376,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
     stream_shard& shard = *block.shard;
     slab* surplus = nullptr;
     {
-      std::lock_guard<std::mutex> lock(shard.mutex());
+      std::lock_guard<spin_lock> lock(shard.mutex());
       shard_stats& counters = shard.counters();
       counters.allocation.subtract(1);
       counters.allocated_bytes.subtract(as_signed(block.size_bytes));
@@ -423,7 +423,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
 void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexcept {
   std::unique_ptr<slab> owned;
   {
-    std::lock_guard<std::mutex> lock(shard.mutex());
+    std::lock_guard<spin_lock> lock(shard.mutex());
     owned = shard.adopt_released(released);
   }
   stream_set streams;
@@ -514,7 +514,7 @@ std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexce
       std::vector<slab*> slabs;
       std::vector<std::unique_ptr<slab>> empty;
       {
-        std::lock_guard<std::mutex> lock(shard->mutex());
+        std::lock_guard<spin_lock> lock(shard->mutex());
         process_pending_small(*shard, synchronized, &slabs);
         empty = shard->take_empty_slabs();
       }
@@ -599,7 +599,7 @@ void device_cache::reset_accumulated_stats() {
   {
     std::shared_lock<std::shared_mutex> lock(shards_mutex_);
     for (auto& [stream, shard] : shards_) {
-      std::lock_guard<std::mutex> shard_lock(shard->mutex());
+      std::lock_guard<spin_lock> shard_lock(shard->mutex());
       for (shard_stat shard_stats::*field : kShardStats) {
         (shard->counters().*field).allocated.store(0, std::memory_order_relaxed);
         (shard->counters().*field).freed.store(0, std::memory_order_relaxed);
@@ -692,7 +692,7 @@ memory_snapshot device_cache::snapshot() {
   {
     std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
     for (auto& [stream, shard] : shards_) {
-      std::lock_guard<std::mutex> shard_lock(shard->mutex());
+      std::lock_guard<spin_lock> shard_lock(shard->mutex());
       for (const pending_object& pending : shard->pending())
         slab_objects[pending.owner].push_back(snapshot_block{
             pending.owner->address + std::size_t{pending.slot} * class_size_bytes(pending.owner->class_index),

@@ -46,7 +46,7 @@ void live_block_map::shard::erase_at(std::size_t at) noexcept {
 
 void live_block_map::insert(std::uintptr_t address, live_block block) {
   shard& target = shard_for(address);
-  std::lock_guard<std::mutex> lock(target.mutex);
+  std::lock_guard<spin_lock> lock(target.mutex);
   if (2 * (target.used + 1) > target.slots.size()) target.grow();
   const std::size_t mask = target.slots.size() - 1;
   std::size_t at = target.home(address);
@@ -58,7 +58,7 @@ void live_block_map::insert(std::uintptr_t address, live_block block) {
 
 std::optional<live_block> live_block_map::take(std::uintptr_t address) noexcept {
   shard& target = shard_for(address);
-  std::lock_guard<std::mutex> lock(target.mutex);
+  std::lock_guard<spin_lock> lock(target.mutex);
   const std::size_t at = target.find(address);
   if (at == kNotFound) return std::nullopt;
   std::optional<live_block> block(std::move(target.slots[at].block));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/spin_lock.hpp"
 #include "core/stream_set.hpp"
 
 namespace fragless::core {
@@ -42,7 +43,7 @@ class live_block_map {
   template <typename F>
   bool update(std::uintptr_t address, F&& f) {
     shard& target = shard_for(address);
-    std::lock_guard<std::mutex> lock(target.mutex);
+    std::lock_guard<spin_lock> lock(target.mutex);
     const std::size_t at = target.find(address);
     if (at == kNotFound) return false;
     f(target.slots[at].block);
@@ -52,7 +53,7 @@ class live_block_map {
   template <typename F>
   void for_each(F&& f) const {
     for (const shard& one : shards_) {
-      std::lock_guard<std::mutex> lock(one.mutex);
+      std::lock_guard<spin_lock> lock(one.mutex);
       for (const entry& slot : one.slots)
         if (slot.address != 0) f(slot.address, slot.block);
     }
@@ -67,8 +68,8 @@ class live_block_map {
     std::uintptr_t address = 0;  // 0: empty
     live_block block;
   };
-  struct shard {
-    mutable std::mutex mutex;
+  struct alignas(64) shard {  // one cache line per lock: threads on different shards never meet
+    mutable spin_lock mutex;
     std::vector<entry> slots;  // size is a power of two, at most half full
     std::size_t used = 0;
     std::size_t home(std::uintptr_t address) const noexcept {

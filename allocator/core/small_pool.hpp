@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/size_classes.hpp"
+#include "core/spin_lock.hpp"
 #include "core/stream_set.hpp"
 
 namespace fragless::core {
@@ -63,7 +64,7 @@ struct shard_stats {
   shard_stat allocation, active, allocated_bytes, active_bytes, requested_bytes;
 };
 
-class stream_shard {
+class alignas(64) stream_shard {  // own cache lines: shards of different threads never share one
  public:
   explicit stream_shard(stream_id stream) : stream_(stream) {}
   ~stream_shard();
@@ -71,7 +72,7 @@ class stream_shard {
   stream_shard& operator=(const stream_shard&) = delete;
 
   stream_id stream() const noexcept { return stream_; }
-  std::mutex& mutex() noexcept { return mutex_; }
+  spin_lock& mutex() noexcept { return mutex_; }
 
   // ---- all below: the caller holds mutex() ----
   // Hot path: an object of the class from a partial slab. False when no slab has room.
@@ -118,7 +119,7 @@ class stream_shard {
   std::unique_ptr<slab> remove_slab(slab* target);
 
   stream_id stream_;
-  std::mutex mutex_;
+  spin_lock mutex_;
   std::array<class_state, kClassCount> classes_{};
   std::vector<std::unique_ptr<slab>> slabs_;
   std::size_t slab_bytes_ = 0;
