@@ -37,6 +37,20 @@ void emit(const std::vector<result_row>& raw_rows, const bench_options& options,
     std::cout << format_table(rows);
   }
   std::cout.flush();
+  // Say so when traces were cut short (smoke mode / --max-events): the figures cover a prefix.
+  std::vector<std::string> capped;
+  for (const result_row& row : raw_rows) {
+    if (row.notes.find("capped at") != std::string::npos &&
+        (capped.empty() || capped.back() != row.trace)) {
+      capped.push_back(row.trace);
+    }
+  }
+  if (!capped.empty()) {
+    std::cerr << "fragless-bench: " << capped.size() << " trace(s) replayed only up to " << options.max_events
+              << " events" << (options.smoke ? " (smoke mode)" : "") << ": " << capped.front()
+              << (capped.size() > 1 ? ", ..." : "") << " (see the notes field)\n";
+  }
+  if (options.smoke) std::cerr << "fragless-bench: smoke mode: 1 repetition per replay, host times are indicative only\n";
 }
 
 int finish(const std::vector<result_row>& rows) {

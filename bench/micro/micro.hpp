@@ -5,7 +5,9 @@
 namespace fragless::bench {
 
 // `fragless-bench micro [--size BYTES] [--pairs N] [--reps N] [--json]`.
-// Prints medians (ns per pair) and the two-thread throughput ratio. Returns an exit code.
+// Prints medians (thread CPU ns per pair; wall too) and the two-thread throughput ratio
+// next to what a trivially parallel loop achieves on the machine at the time. Returns an
+// exit code.
 int run_micro(int argc, char** argv);
 
 }  // namespace fragless::bench

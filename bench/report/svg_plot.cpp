@@ -113,7 +113,8 @@ std::string format_svg_plot(const std::vector<result_row>& rows, const std::stri
       svg += "<line x1=\"" + num(plot_x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(plot_x + plot_w) + "\" y2=\"" + num(y) +
              "\" stroke=\"#e0e0e0\"/>\n";
       char label[32];
-      std::snprintf(label, sizeof label, step < 0.1 ? "%.2f" : "%.1f", tick);
+      const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 1, 6);
+      std::snprintf(label, sizeof label, "%.*f", decimals, tick);
       svg += "<text x=\"" + num(plot_x - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" + label + "</text>\n";
     }
     svg += "<text transform=\"translate(" + num(origin_x + 16) + "," + num(plot_y + plot_h / 2) +
