@@ -3,6 +3,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+
 #include "race_oracle.h"
 
 namespace simcuda {
@@ -56,6 +58,13 @@ CUresult device_malloc_locked(int device_index, size_t bytes, bool from_pool, vo
   region.from_pool = from_pool;
   self.regions.emplace(begin, region);
   device.used_bytes += rounded;
+  if (from_pool) {  // Note [Simple memory pools]: reserved == used
+    MemoryPool& pool = *device.default_pool;
+    pool.used_bytes += rounded;
+    pool.used_high = std::max(pool.used_high, pool.used_bytes);
+    pool.reserved_bytes = pool.used_bytes;
+    pool.reserved_high = std::max(pool.reserved_high, pool.reserved_bytes);
+  }
   *out = reinterpret_cast<void*>(begin);
   return CUDA_SUCCESS;
 }
@@ -72,6 +81,11 @@ CUresult device_free_locked(void* ptr) {
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   Device& device = self.devices[static_cast<size_t>(region.device)];
   device.used_bytes -= region.mapped_bytes;
+  if (region.from_pool) {
+    MemoryPool& pool = *device.default_pool;
+    pool.used_bytes -= std::min<uint64_t>(pool.used_bytes, region.mapped_bytes);
+    pool.reserved_bytes = pool.used_bytes;
+  }
   return_span_locked(device, region.begin, region.mapped_bytes);
   return CUDA_SUCCESS;
 }

@@ -30,10 +30,6 @@ CUresult pool_alloc(CUdeviceptr* pointer, size_t bytes, MemoryPool* pool, CUstre
   CUresult result = device_malloc_locked(pool->device, bytes, true, &allocated);
   if (result != CUDA_SUCCESS) return result;
   *pointer = reinterpret_cast<CUdeviceptr>(allocated);
-  pool->used_bytes += find_region_locked(reinterpret_cast<uintptr_t>(allocated))->mapped_bytes;
-  pool->used_high = std::max(pool->used_high, pool->used_bytes);
-  pool->reserved_bytes = pool->used_bytes;
-  pool->reserved_high = std::max(pool->reserved_high, pool->reserved_bytes);
   return CUDA_SUCCESS;
 }
 
@@ -85,14 +81,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr pointer, CUstream str
     return CUDA_ERROR_INVALID_VALUE;
   region->free_pending = true;
   uintptr_t begin = region->begin;
-  launch_locked(*resolved, {}, [begin] {
-    Region* freed = find_region_locked(begin);
-    if (freed == nullptr) return;
-    MemoryPool& pool = *state().devices[static_cast<size_t>(freed->device)].default_pool;
-    if (freed->from_pool) pool.used_bytes -= std::min<uint64_t>(pool.used_bytes, freed->mapped_bytes);
-    pool.reserved_bytes = pool.used_bytes;
-    device_free_locked(reinterpret_cast<void*>(begin));
-  }, "freeAsync", 0);
+  launch_locked(*resolved, {}, [begin] { device_free_locked(reinterpret_cast<void*>(begin)); }, "freeAsync", 0);
   return CUDA_SUCCESS;
 }
 

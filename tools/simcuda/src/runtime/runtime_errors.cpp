@@ -4,6 +4,19 @@
 
 #include "runtime_common.h"
 
+// Note [Error codes] relies on these pairs sharing their values.
+static_assert(int(CUDA_ERROR_INVALID_VALUE) == int(cudaErrorInvalidValue));
+static_assert(int(CUDA_ERROR_OUT_OF_MEMORY) == int(cudaErrorMemoryAllocation));
+static_assert(int(CUDA_ERROR_NOT_INITIALIZED) == int(cudaErrorInitializationError));
+static_assert(int(CUDA_ERROR_INVALID_DEVICE) == int(cudaErrorInvalidDevice));
+static_assert(int(CUDA_ERROR_INVALID_CONTEXT) == int(cudaErrorDeviceUninitialized));
+static_assert(int(CUDA_ERROR_ALREADY_MAPPED) == int(cudaErrorAlreadyMapped));
+static_assert(int(CUDA_ERROR_INVALID_HANDLE) == int(cudaErrorInvalidResourceHandle));
+static_assert(int(CUDA_ERROR_NOT_FOUND) == int(cudaErrorSymbolNotFound));
+static_assert(int(CUDA_ERROR_NOT_READY) == int(cudaErrorNotReady));
+static_assert(int(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) == int(cudaErrorPeerAccessAlreadyEnabled));
+static_assert(int(CUDA_ERROR_NOT_SUPPORTED) == int(cudaErrorNotSupported));
+
 namespace {
 
 thread_local cudaError_t t_last_error = cudaSuccess;
