@@ -1,5 +1,7 @@
 // Two simulated devices (SIMCUDA_DEVICES=2 in this test's ENV): separate current devices,
 // memory, capacity accounting and streams; peer copies; invalid ordinals refused.
+#include <dlfcn.h>
+
 #include <vector>
 
 #include "simcuda_test_support.h"
@@ -85,4 +87,32 @@ TEST_CASE("the second device's capacity and VMM handles are its own") {
   CHECK(cuMemCreate(&too_much, 6u << 20, &properties, 0) == CUDA_ERROR_OUT_OF_MEMORY);
   REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
   CHECK(simcuda_used_bytes(1) == 0);
+}
+
+TEST_CASE("the NVML stand-in finds each device by its PCI bus id") {
+  require_simcuda();
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  REQUIRE(nvml != nullptr);
+  auto init = reinterpret_cast<int (*)()>(dlsym(nvml, "nvmlInit_v2"));
+  auto by_bus_id = reinterpret_cast<int (*)(const char*, void**)>(dlsym(nvml, "nvmlDeviceGetHandleByPciBusId_v2"));
+  auto count = reinterpret_cast<int (*)(unsigned*)>(dlsym(nvml, "nvmlDeviceGetCount_v2"));
+  REQUIRE(init != nullptr);
+  REQUIRE(by_bus_id != nullptr);
+  REQUIRE(count != nullptr);
+  REQUIRE(init() == 0);
+  unsigned devices = 0;
+  REQUIRE(count(&devices) == 0);
+  CHECK(devices == 2);
+  void* handles[2] = {};
+  for (int device = 0; device < 2; ++device) {
+    char bus_id[32] = {};
+    REQUIRE(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) == cudaSuccess);
+    REQUIRE(by_bus_id(bus_id, &handles[device]) == 0);
+    CHECK(handles[device] != nullptr);
+  }
+  CHECK(handles[0] != handles[1]);
+  void* none = nullptr;
+  CHECK(by_bus_id("0000:07:00.0", &none) != 0);
+  CHECK(simcuda_call_count("nvmlInit_v2") >= 1);
+  dlclose(nvml);
 }
