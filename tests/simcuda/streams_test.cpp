@@ -233,6 +233,12 @@ TEST_CASE_METHOD(Fixture, "auto-complete mode, real launches and stream attribut
   REQUIRE(simcuda_launch(first, at(0), 64, 1) != 0);
   CHECK(simcuda_pending(first) == 1);
   CHECK(simcuda_launch(reinterpret_cast<cudaStream_t>(0x999), at(0), 64, 1) == 0);  // bad stream
+  CHECK(simcuda_launch(second, nullptr, 0, 1) != 0);  // touches nothing: no race
+  CHECK(simcuda_race_count() == 0);
+  CHECK(simcuda_launch(second, at(0), SIZE_MAX, 0) != 0);  // absurd: reported, no crash
+  CHECK(simcuda_race_count() >= 1);
+  simcuda_complete_all();
+  simcuda_race_reset();
 
   // A real kernel launch is accepted and completes at once.
   static int fake_kernel_symbol = 0;

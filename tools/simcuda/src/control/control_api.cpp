@@ -23,7 +23,9 @@ uint64_t launch(simcuda_stream handle, const void* pointer, size_t bytes, bool w
   Stream* stream = resolve_stream_locked(handle);
   if (stream == nullptr) return 0;
   auto begin = reinterpret_cast<uintptr_t>(pointer);
-  std::vector<Access> accesses{Access{begin, begin + bytes, writes}};
+  uintptr_t end = begin + bytes < begin ? UINTPTR_MAX : begin + bytes;  // a wrapped range is clamped
+  std::vector<Access> accesses;
+  if (bytes > 0) accesses.push_back(Access{begin, end, writes});  // an empty kernel touches nothing
   std::function<void()> on_complete;
   if (fills) {
     // Note: the fill lands when the kernel completes, on whatever is mapped there then.
