@@ -311,3 +311,24 @@ TEST_CASE_METHOD(Fixture, "a stream that is never synchronized stays bounded") {
   CHECK(simcuda_pending(first) > 0);
   CHECK(simcuda_race_count() == 0);
 }
+
+extern "C" {
+cudaError_t cudaMemsetAsync_ptsz(void* destination, int value, size_t bytes, cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaMemcpy_ptds(void* destination, const void* source, size_t bytes, cudaMemcpyKind kind);
+}
+
+TEST_CASE_METHOD(Fixture, "per-thread-default-stream variants use the thread's stream for stream 0") {
+  simcuda_reset_counters();
+  REQUIRE(simcuda_launch(cudaStreamPerThread, at(0), 64, 1) != 0);
+  REQUIRE(cudaMemsetAsync_ptsz(at(0), 0x2A, 64, nullptr) == cudaSuccess);
+  CHECK(simcuda_pending(cudaStreamPerThread) == 2);  // both on the per-thread stream
+  CHECK(simcuda_race_count() == 0);
+  REQUIRE(cudaStreamSynchronize_ptsz(nullptr) == cudaSuccess);
+  CHECK(simcuda_pending(cudaStreamPerThread) == 0);
+  unsigned char host[64] = {};
+  REQUIRE(cudaMemcpy_ptds(host, at(0), sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(host[63] == 0x2A);
+  CHECK(simcuda_call_count("cudaMemsetAsync_ptsz") == 1);
+  CHECK(simcuda_call_count("cudaMemsetAsync") == 0);
+}
