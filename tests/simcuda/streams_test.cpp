@@ -332,3 +332,45 @@ TEST_CASE_METHOD(Fixture, "per-thread-default-stream variants use the thread's s
   CHECK(simcuda_call_count("cudaMemsetAsync_ptsz") == 1);
   CHECK(simcuda_call_count("cudaMemsetAsync") == 0);
 }
+
+namespace {
+
+struct CallbackLog {
+  std::vector<int> order;
+  int pending_seen_inside = -1;
+};
+
+void record_host_function(void* user_data) {
+  auto* log = static_cast<CallbackLog*>(user_data);
+  log->order.push_back(static_cast<int>(log->order.size()));
+  // Callbacks run outside simcuda's lock: calling CUDA from one works.
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) log->order.push_back(-100);
+  log->pending_seen_inside = static_cast<int>(simcuda_pending(reinterpret_cast<simcuda_stream>(-1)));
+}
+
+void record_stream_callback(cudaStream_t, cudaError_t status, void* user_data) {
+  auto* log = static_cast<CallbackLog*>(user_data);
+  log->order.push_back(status == cudaSuccess ? 1000 : -1000);
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(Fixture, "host functions and stream callbacks run when the stream reaches them") {
+  CallbackLog log;
+  REQUIRE(simcuda_launch(first, at(0), 64, 1) != 0);
+  REQUIRE(cudaLaunchHostFunc(first, record_host_function, &log) == cudaSuccess);
+  REQUIRE(cudaStreamAddCallback(first, record_stream_callback, &log, 0) == cudaSuccess);
+  REQUIRE(simcuda_launch(first, at(0), 64, 1) != 0);
+  CHECK(log.order.empty());  // nothing ran yet
+  CHECK(simcuda_advance(first, 1) == 1);
+  CHECK(log.order.empty());
+  CHECK(simcuda_advance(first, 1) == 1);
+  REQUIRE(log.order.size() == 1);
+  CHECK(log.pending_seen_inside == 2);
+  REQUIRE(cudaStreamSynchronize(first) == cudaSuccess);
+  REQUIRE(log.order.size() == 2);
+  CHECK(log.order[1] == 1000);
+  CHECK(cudaLaunchHostFunc(first, nullptr, nullptr) == cudaErrorInvalidValue);
+  cudaGetLastError();
+}

@@ -82,10 +82,32 @@ State& state() {
   return *instance;
 }
 
-std::unique_lock<std::mutex> lock_state() {
-  state();  // create outside the lock's first acquisition is fine: static init is thread-safe
-  return std::unique_lock<std::mutex>(g_state_mutex);
+// Note [Host callbacks]
+// Host functions enqueued on a stream (cudaLaunchHostFunc, cudaStreamAddCallback) run when
+// their op completes. Completion happens with the state lock held, and a callback may call
+// CUDA, so completion only queues the callback on the completing thread; the StateLock that
+// thread holds runs the queue right after unlocking, in completion order.
+namespace {
+thread_local std::vector<std::function<void()>> t_host_callbacks;
 }
+
+void queue_host_callback_locked(std::function<void()> callback) { t_host_callbacks.push_back(std::move(callback)); }
+
+StateLock::StateLock() {
+  state();  // created before the first lock (static initialisation is thread-safe)
+  lock_ = std::unique_lock<std::mutex>(g_state_mutex);
+}
+
+StateLock::~StateLock() {
+  lock_.unlock();
+  while (!t_host_callbacks.empty()) {
+    std::vector<std::function<void()>> ready;
+    ready.swap(t_host_callbacks);
+    for (auto& callback : ready) callback();
+  }
+}
+
+StateLock lock_state() { return StateLock(); }
 
 int current_device() { return t_current_device < 0 ? 0 : t_current_device; }
 bool has_current_context() { return t_current_device >= 0; }

@@ -145,9 +145,24 @@ struct State {
   uint64_t next_handle_id = 1;
 };
 
+// Holds the state mutex. When released it runs, outside the lock, the host callbacks that
+// work completed under it queued (Note [Host callbacks] in device_state.cpp).
+class [[nodiscard]] StateLock {
+ public:
+  StateLock();
+  ~StateLock();
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
+
 // The lock and the state; the first call reads the environment and maps the device windows.
-std::unique_lock<std::mutex> lock_state();
+StateLock lock_state();
 State& state();
+// Runs `callback` once the current StateLock is released (cuLaunchHostFunc and friends).
+void queue_host_callback_locked(std::function<void()> callback);
 
 // Per-thread current device (the runtime's cudaSetDevice and the driver's current context).
 int current_device();  // 0 when nothing was made current yet

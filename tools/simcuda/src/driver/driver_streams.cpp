@@ -242,3 +242,28 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigne
   auto lock = lock_state();
   return resolve_stream_locked(stream) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
+
+// Note [Host callbacks]: the function runs when this op completes, after the lock is released.
+SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream stream, CUhostFn function, void* user_data) {
+  SIMCUDA_DRIVER_ENTER();
+  if (function == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  launch_locked(*resolved, {}, [function, user_data] { queue_host_callback_locked([=] { function(user_data); }); },
+                "hostFunc", 0);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamAddCallback(CUstream stream, CUstreamCallback callback, void* user_data,
+                                                    unsigned int flags) {
+  SIMCUDA_DRIVER_ENTER();
+  if (callback == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  launch_locked(*resolved, {}, [stream, callback, user_data] {
+    queue_host_callback_locked([=] { callback(stream, CUDA_SUCCESS, user_data); });
+  }, "streamCallback", 0);
+  return CUDA_SUCCESS;
+}

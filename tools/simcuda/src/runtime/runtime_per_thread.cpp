@@ -135,4 +135,16 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char* sy
   return cudaGetDriverEntryPointByVersion(symbol, function, 13000, flags, status);
 }
 
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t function,
+                                                            void* user_data) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaLaunchHostFunc(per_thread(stream), function, user_data);
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
+                                                               void* user_data, unsigned int flags) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaStreamAddCallback(per_thread(stream), callback, user_data, flags);
+}
+
 }  // extern "C"

@@ -143,3 +143,17 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventElapsedTime(float* milliseconds, c
   SIMCUDA_RUNTIME_ENTER();
   return finish(SIMCUDA_DRIVER(cuEventElapsedTime_v2)(milliseconds, start, end));
 }
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* user_data) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(SIMCUDA_DRIVER(cuLaunchHostFunc)(stream, function, user_data));
+}
+
+// cudaStreamCallback_t and CUstreamCallback differ only in their error type, which shares
+// its values (Note [Error codes]).
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                                          void* user_data, unsigned int flags) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(SIMCUDA_DRIVER(cuStreamAddCallback)(stream, reinterpret_cast<CUstreamCallback>(callback), user_data,
+                                                    flags));
+}
