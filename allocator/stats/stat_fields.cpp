@@ -86,7 +86,9 @@ void device_stats::reset_accumulated() noexcept {
 }
 
 double stat_unused_reserved_bytes(const device_stats& stats) noexcept {
-  return static_cast<double>(stats.reserved_bytes[pool_all].current - stats.allocated_bytes[pool_all].current);
+  // In double: arbitrary (e.g. corrupt or test) values must not overflow int64.
+  return static_cast<double>(stats.reserved_bytes[pool_all].current) -
+         static_cast<double>(stats.allocated_bytes[pool_all].current);
 }
 
 double stat_fragmentation(const device_stats& stats) noexcept {
@@ -134,7 +136,7 @@ std::vector<stat_value> flatten(const device_stats& stats) {
     if (stat_unit::unit == stat_unit::ratio)                                                              \
       out.push_back(stat_value{#name, stat_unit::unit, false, 0, value});                                 \
     else                                                                                                   \
-      push_integer(out, #name, stat_unit::unit, static_cast<std::int64_t>(std::llround(value)));          \
+      push_integer(out, #name, stat_unit::unit, static_cast<std::int64_t>(std::llround(std::clamp(value, -9.2e18, 9.2e18)))); \
   }
 #include "fragless/stats_fields.def"
   return out;

@@ -117,7 +117,9 @@ bool process_is_running(pid_t pid, std::uint64_t start_time) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
   if (start_time == 0) return true;
-  return process_start_time(pid) == start_time;
+  // An unreadable /proc entry (hidepid) says nothing: the process exists.
+  const std::uint64_t actual = process_start_time(pid);
+  return actual == 0 || actual == start_time;
 }
 
 }  // namespace fragless::stats_directory
