@@ -117,6 +117,9 @@ TEST_CASE("c10 caching allocator: DataPtr, streams and emptyCache") {
   CHECK(stats.reserved_bytes[kAggregate].current == 0);
   CHECK(stats.num_device_alloc > 0);
   CHECK(stats.num_device_free > 0);
+  CHECK(simcuda_used_bytes(0) == 0);  // every byte went back to the device
+  if (expandable_requested()) CHECK(simcuda_call_count("cuMemUnmap") > 0);
+  else CHECK(simcuda_call_count("cudaFree") > 0);
   CHECK(simcuda_race_count() == 0);
 }
 
