@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 
+#include "core/log.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
@@ -74,6 +75,15 @@ void device_cache::initialize() {
   const auto range_bytes = static_cast<std::size_t>(static_cast<double>(capacity_bytes_) * settings_.virtual_range_factor);
   if (large_.initialize(settings_.use_vmm, range_bytes) != backend::status::ok)
     throw device_error("fragless: cannot set up device " + std::to_string(device_) + ": " + backend_.last_error_text());
+  if (settings_.use_vmm && !large_.uses_vmm())
+    log_message(log_level::info, "device " + std::to_string(device_) +
+                                     ": VMM unavailable, using cudaMalloc segments (" + backend_.last_error_text() + ")");
+  if (log_enabled(log_level::info))
+    log_message(log_level::info, "device " + std::to_string(device_) + ": " + backend_name() + " backend, capacity " +
+                                     format_bytes(capacity_bytes_));
+  if (settings_.unsafe_skip_stream_waits)
+    log_message(log_level::warn, "unsafe_skip_stream_waits is on: blocks are reused across streams without "
+                                 "ordering (test-only)");
   large_.set_skip_stream_waits(settings_.unsafe_skip_stream_waits);
   large_.set_reserved_limit(settings_.reserved_limit_bytes);
   stats_.max_split_size = -1;  // blocks are never "oversize" (Note [Options not yet used])
@@ -256,8 +266,12 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
       std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       ++stats_.num_ooms;
     }
+    if (log_enabled(log_level::info))
+      log_message(log_level::info, "device " + std::to_string(device_) + ": out of memory for " +
+                                       format_bytes(request_bytes) + " after releasing the cache");
     throw_out_of_memory_locked(request_bytes);
   }
+  log_message(log_level::error, "device " + std::to_string(device_) + ": " + backend_.last_error_text());
   throw device_error("fragless: device " + std::to_string(device_) + " failed to provide " +
                      format_bytes(size_bytes) + ": " + backend_.last_error_text());
 }
@@ -501,6 +515,13 @@ std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
 std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexcept {
   const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
   last_release_synchronized_ = synchronized;
+  if (!synchronized) {
+    try {
+      log_message(log_level::warn, "device " + std::to_string(device_) +
+                                       ": synchronization failed, cached memory kept: " + backend_.last_error_text());
+    } catch (...) {
+    }
+  }
   if (synchronized) {
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     ++stats_.num_sync_all_streams;

@@ -47,6 +47,7 @@ slab* stream_shard::free_object(slab* owner, std::uint32_t slot) noexcept {
     return nullptr;
   }
   unlink(state, owner);
+  owner->surplus = true;
   return owner;
 }
 
@@ -74,7 +75,7 @@ std::unique_ptr<slab> stream_shard::adopt_released(slab* released) { return remo
 std::vector<std::unique_ptr<slab>> stream_shard::take_empty_slabs() {
   std::vector<slab*> empty;
   for (const auto& owned : slabs_)
-    if (owned->live == 0) empty.push_back(owned.get());
+    if (owned->live == 0 && !owned->surplus) empty.push_back(owned.get());
   std::vector<std::unique_ptr<slab>> taken;
   taken.reserve(empty.size());
   for (slab* target : empty) {

@@ -31,6 +31,9 @@ struct slab {
   slab* previous = nullptr;  // partial-list links
   slab* next = nullptr;
   bool on_partial_list = false;
+  // Handed out by free_object as surplus: whoever received it returns it to the large
+  // pool; take_empty_slabs must not take it a second time.
+  bool surplus = false;
 };
 
 // An object freed while other streams may still use it: it rejoins its slab once every

@@ -205,3 +205,22 @@ TEST_CASE("fake backend: bad input", "[fake][bad_input]") {
   CHECK_THROWS_AS(f.instance.deallocate(block), invalid_pointer_error);
   f.check();
 }
+
+TEST_CASE("fake backend: a slab emptied by a pending free during empty_cache is returned once", "[fake][slabs]") {
+  fixture f(kGiB, true);
+  void* s1 = stream_number(1);
+  std::vector<void*> objects;
+  for (int i = 0; i < 129; ++i) objects.push_back(f.instance.allocate(512, 0, s1));  // 128 per slab: two slabs
+  f.device_backend->events_complete = false;
+  f.instance.record_stream(objects[128], stream_number(2));
+  for (int i = 0; i < 128; ++i) f.instance.deallocate(objects[i]);  // first slab empty (kept as cache)
+  f.instance.deallocate(objects[128]);                                // second slab's last object: pending
+  f.check();
+  f.device_backend->events_complete = true;
+  CHECK(f.cache().release_cache(0) > 0);  // the pending free empties slab 2 while slab 1 is the cached one
+  f.check();
+  const device_stats stats = f.cache().stats();
+  CHECK(stats.segment[pool_small].current == 0);
+  CHECK(stats.reserved_bytes[pool_all].current == 0);
+  CHECK(f.device_backend->used_bytes() == 0);
+}
