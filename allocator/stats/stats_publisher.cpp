@@ -250,17 +250,30 @@ bool stats_publisher::poll_requests(const snapshot_callback& take_snapshot) noex
   return status == 0;
 }
 
-void stats_publisher::start_request_thread(snapshot_callback take_snapshot, std::chrono::milliseconds interval) {
+void stats_publisher::start_background_thread(refresh_callback refresh, snapshot_callback take_snapshot,
+                                              std::chrono::milliseconds interval) {
   if (state_->request_thread.joinable()) return;
-  state_->request_thread = std::thread([this, take_snapshot = std::move(take_snapshot), interval] {
-    std::unique_lock<std::mutex> lock(state_->thread_mutex);
-    while (!state_->thread_stop) {
-      lock.unlock();
-      poll_requests(take_snapshot);
-      lock.lock();
-      state_->thread_wake.wait_for(lock, interval, [&] { return state_->thread_stop; });
-    }
-  });
+  state_->request_thread =
+      std::thread([this, refresh = std::move(refresh), take_snapshot = std::move(take_snapshot), interval] {
+        std::unique_lock<std::mutex> lock(state_->thread_mutex);
+        while (!state_->thread_stop) {
+          lock.unlock();
+          if (refresh && !state_->inert.load(std::memory_order_relaxed)) {
+            try {
+              refresh(*this);
+            } catch (...) {
+              // A failed refresh leaves the last published stats in place.
+            }
+          }
+          poll_requests(take_snapshot);
+          lock.lock();
+          state_->thread_wake.wait_for(lock, interval, [&] { return state_->thread_stop; });
+        }
+      });
+}
+
+void stats_publisher::start_request_thread(snapshot_callback take_snapshot, std::chrono::milliseconds interval) {
+  start_background_thread({}, std::move(take_snapshot), interval);
 }
 
 const std::string& stats_publisher::file_path() const noexcept { return state_->file_path; }

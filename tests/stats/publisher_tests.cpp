@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <stdexcept>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
@@ -272,6 +273,32 @@ TEST_CASE("snapshot requests are answered through the page") {
   std::size_t files = 0;
   for (const auto& entry : fs::directory_iterator(runtime.stats_dir())) files += entry.path().extension() == ".json";
   CHECK(files == 0);
+}
+
+TEST_CASE("the background thread refreshes published stats and survives a throwing refresh") {
+  runtime_directory runtime;
+  auto publisher = stats_publisher::create(collect());
+  REQUIRE(publisher != nullptr);
+  std::atomic<int> calls{0};
+  publisher->start_background_thread(
+      [&](stats_publisher& p) {
+        const int call = ++calls;
+        if (call == 2) throw std::runtime_error("refresh failed");
+        p.publish(1, known_stats(call));
+      },
+      {}, std::chrono::milliseconds(2));
+  stats_reader::open_status status{};
+  std::string error;
+  auto page = stats_reader::page::open(::getpid(), status, error);
+  REQUIRE(page != nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (calls < 5 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(calls >= 5);
+  publisher.reset();  // joins the thread
+  const int last = calls.load();
+  const auto devices = page->read_devices();
+  REQUIRE(devices.size() == 1);
+  CHECK(devices[0].stats == known_stats(last));
 }
 
 TEST_CASE("a request naming an unsafe file is refused by the process") {

@@ -5,17 +5,18 @@
 // throws or aborts (failure to publish = a warning and a disabled publisher); the page
 // file is removed when the publisher is destroyed and at process exit.
 //
-// How the allocator uses it (Note [Publishing stats]):
-//   1. At start-up, when options.publish_stats: publisher = stats_publisher::create(warn).
-//      Keep it for the process lifetime (it may be null: publishing unavailable).
-//   2. After a stats change, or at most every N operations, call
-//      publisher->publish(device, stats_copy) from a place that holds the device's stats
-//      lock or a copy of the stats (cost: ~170 relaxed stores, no syscall, no allocation).
-//   3. From a slow path (allocation miss, empty_cache) or a background thread (e.g. every
-//      100 ms), call publisher->poll_requests(take_snapshot): it returns at once unless
-//      fragless-stats asked for a snapshot, and then calls take_snapshot() (on the calling
-//      thread, outside any allocator lock the callback itself takes) and writes the file.
-//      A background thread is the simplest: start_request_thread(take_snapshot, 100ms).
+// How the allocator uses it (Note [Publishing stats]) -- the simplest wiring costs the
+// allocator nothing on its hot paths:
+//   1. Once, when options.publish_stats (FRAGLESS_CONF publish_stats, default True):
+//        publisher = stats_publisher::create(warn);   // may be null: publishing unavailable
+//      and keep it for the process lifetime.
+//   2. publisher->start_background_thread(refresh, take_snapshot, 100ms): every interval
+//      the thread calls refresh(*publisher), which copies each device's stats (under the
+//      allocator's own locks, as get_device_stats does) and calls publish(device, copy);
+//      then it answers a pending snapshot request with take_snapshot() (a memory_snapshot
+//      of every device; called on that thread, never under a publisher lock).
+//   Alternatively, call publish() right after stats change (cost: ~170 relaxed stores, no
+//   system call, no allocation) and poll_requests() from a slow path.
 #pragma once
 
 #include <chrono>
@@ -50,7 +51,13 @@ class stats_publisher {
   // Answers a pending snapshot request, if any; returns true when it wrote one.
   bool poll_requests(const snapshot_callback& take_snapshot) noexcept;
 
-  // A thread calling poll_requests every `interval` until the publisher is destroyed.
+  // A thread that, every `interval` until the publisher is destroyed, calls refresh(*this)
+  // (when set) and then poll_requests(take_snapshot). Exceptions from the callbacks are
+  // swallowed. Starts at most one thread.
+  using refresh_callback = std::function<void(stats_publisher&)>;
+  void start_background_thread(refresh_callback refresh, snapshot_callback take_snapshot,
+                               std::chrono::milliseconds interval = std::chrono::milliseconds(100));
+  // start_background_thread without refresh.
   void start_request_thread(snapshot_callback take_snapshot,
                             std::chrono::milliseconds interval = std::chrono::milliseconds(100));
 
