@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <new>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -44,33 +45,44 @@ namespace {
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
               "the stats page needs lock-free 64-bit atomics");
 
-// Files and inert flags of the publishers alive now, for the atexit and fork hooks.
-std::mutex& registry_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-std::vector<std::pair<int, std::string>>* exit_files = nullptr;  // (directory fd, name)
-std::vector<std::atomic<bool>*>* inert_flags = nullptr;
+// Note [Publisher registry and fork]
+// The atexit hook removes the page files of publishers still alive at exit; the fork hook
+// makes every inherited publisher inert in the child (the pages belong to the parent,
+// which removes them). The child may hold locks or half-updated state copied from a
+// thread of the parent, so it does not touch the parent's registry: it marks the
+// inherited flags and starts a fresh registry (the old one is leaked on purpose).
+struct publisher_registry {
+  std::mutex mutex;
+  std::vector<std::pair<int, std::string>> exit_files;  // (directory fd, name)
+  std::vector<std::atomic<bool>*> inert_flags;
+  // In a forked child: the parent's registry and the states of inherited publishers that
+  // were destroyed, kept reachable rather than touched (Note [Publisher registry and fork]).
+  publisher_registry* inherited_from = nullptr;
+  std::vector<void*> abandoned_states;
+};
+std::atomic<publisher_registry*> current_registry{nullptr};
 
 void unlink_at_exit() {
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  if (exit_files == nullptr) return;
-  for (const auto& [fd, name] : *exit_files) ::unlinkat(fd, name.c_str(), 0);
-  exit_files->clear();
+  publisher_registry* registry = current_registry.load();
+  if (registry == nullptr) return;
+  std::lock_guard<std::mutex> lock(registry->mutex);
+  for (const auto& [fd, name] : registry->exit_files) ::unlinkat(fd, name.c_str(), 0);
+  registry->exit_files.clear();
 }
 
 void mark_inert_after_fork() {
-  // In the child: no lock (another thread may have held it at fork); flags are atomics.
-  if (inert_flags == nullptr) return;
-  for (std::atomic<bool>* flag : *inert_flags) flag->store(true, std::memory_order_relaxed);
-  exit_files = nullptr;  // the parent removes its own files
+  publisher_registry* inherited = current_registry.load();
+  if (inherited == nullptr) return;
+  for (std::atomic<bool>* flag : inherited->inert_flags) flag->store(true, std::memory_order_relaxed);
+  auto* fresh = new publisher_registry();
+  fresh->inherited_from = inherited;
+  current_registry.store(fresh);
 }
 
 void install_hooks_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    exit_files = new std::vector<std::pair<int, std::string>>();
-    inert_flags = new std::vector<std::atomic<bool>*>();
+    current_registry.store(new publisher_registry());
     std::atexit(unlink_at_exit);
     ::pthread_atfork(nullptr, nullptr, mark_inert_after_fork);
   });
@@ -179,9 +191,10 @@ std::unique_ptr<stats_publisher> stats_publisher::create(const warning_callback&
 
     std::unique_ptr<stats_publisher> publisher(new stats_publisher(std::move(s)));
     {
-      std::lock_guard<std::mutex> lock(registry_mutex());
-      exit_files->emplace_back(publisher->state_->directory_fd, publisher->state_->file_name);
-      inert_flags->push_back(&publisher->state_->inert);
+      publisher_registry& registry = *current_registry.load();
+      std::lock_guard<std::mutex> lock(registry.mutex);
+      registry.exit_files.emplace_back(publisher->state_->directory_fd, publisher->state_->file_name);
+      registry.inert_flags.push_back(&publisher->state_->inert);
     }
     return publisher;
   } catch (...) {
@@ -193,6 +206,23 @@ std::unique_ptr<stats_publisher> stats_publisher::create(const warning_callback&
 stats_publisher::stats_publisher(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
 
 stats_publisher::~stats_publisher() {
+  const bool inherited = state_->inert.load(std::memory_order_relaxed);
+  if (inherited) {
+    // A forked child: the thread and the locks belong to the parent's copy. Forget the
+    // thread handle (joining a thread that does not exist here would fail) and the state
+    // (its mutexes may be held), and unmap the page.
+    new (&state_->request_thread) std::thread();
+    ::munmap(state_->page, stats_page::total_bytes);
+    ::close(state_->directory_fd);
+    void* abandoned = state_.release();
+    try {
+      publisher_registry& registry = *current_registry.load();
+      std::lock_guard<std::mutex> lock(registry.mutex);
+      registry.abandoned_states.push_back(abandoned);
+    } catch (...) {
+    }
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(state_->thread_mutex);
     state_->thread_stop = true;
@@ -200,12 +230,12 @@ stats_publisher::~stats_publisher() {
   state_->thread_wake.notify_all();
   if (state_->request_thread.joinable()) state_->request_thread.join();
   {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    if (exit_files != nullptr)
-      std::erase_if(*exit_files, [&](const auto& entry) { return entry.second == state_->file_name; });
-    if (inert_flags != nullptr) std::erase(*inert_flags, &state_->inert);
+    publisher_registry& registry = *current_registry.load();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    std::erase_if(registry.exit_files, [&](const auto& entry) { return entry.second == state_->file_name; });
+    std::erase(registry.inert_flags, &state_->inert);
   }
-  if (!state_->inert.load(std::memory_order_relaxed)) ::unlinkat(state_->directory_fd, state_->file_name.c_str(), 0);
+  ::unlinkat(state_->directory_fd, state_->file_name.c_str(), 0);
   ::munmap(state_->page, stats_page::total_bytes);
   ::close(state_->directory_fd);
 }

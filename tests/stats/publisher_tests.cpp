@@ -345,6 +345,44 @@ TEST_CASE("a forked child does not write into its parent's page") {
   CHECK(fs::exists(runtime.page_path()));  // the child's exit did not remove it
 }
 
+TEST_CASE("a forked child can drop the inherited publisher and publish on its own; exit removes its page") {
+  runtime_directory runtime;
+  auto publisher = stats_publisher::create(collect());
+  REQUIRE(publisher != nullptr);
+  publisher->start_request_thread([] { return memory_snapshot{}; }, std::chrono::milliseconds(2));
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    publisher.reset();  // inherited: must neither join the parent's thread nor unlink its page
+    auto own = stats_publisher::create([](std::string_view) {});
+    if (!own) ::_exit(2);
+    own->publish(0, known_stats(5));
+    const char ok = 'y';
+    if (::write(pipe_fds[1], &ok, 1) != 1) ::_exit(3);
+    static stats_publisher* kept = own.release();  // alive at exit: the atexit hook removes the page
+    (void)kept;
+    std::exit(0);
+  }
+  ::close(pipe_fds[1]);
+  char ok = 0;
+  CHECK(::read(pipe_fds[0], &ok, 1) == 1);
+  ::close(pipe_fds[0]);
+  int wait_status = 0;
+  ::waitpid(child, &wait_status, 0);
+  CHECK(WIFEXITED(wait_status));
+  CHECK(WEXITSTATUS(wait_status) == 0);
+  CHECK(ok == 'y');
+  CHECK_FALSE(fs::exists(runtime.stats_dir() + "/" + std::to_string(child) + ".stats"));
+  CHECK(fs::exists(runtime.page_path()));
+  publisher->publish(0, known_stats(3));
+  stats_reader::open_status status{};
+  std::string error;
+  auto page = stats_reader::page::open(::getpid(), status, error);
+  REQUIRE(page != nullptr);
+  CHECK(page->read_devices().at(0).stats == known_stats(3));
+}
+
 TEST_CASE("listing skips and removes stale pages, and reports bad ones") {
   runtime_directory runtime;
   auto publisher = stats_publisher::create(collect());
