@@ -634,16 +634,17 @@ void device_cache::reset_accumulated_stats() {
 // ---------------------------------------------------------------------------------------
 // Stats and snapshot
 
-device_stats device_cache::stats() {
+device_stats device_cache::stats(bool with_layout) {
   // Segment counts, inactive splits and the largest free block are shapes of the layout,
   // not running sums: they are read off the snapshot (Note [Stats from snapshot]) and
   // their peaks tracked at each read. Everything else is a running counter.
-  const memory_snapshot snap = snapshot();
-  const device_stats shape = stats_from_snapshot(snap, device_);
+  device_stats shape;
+  if (with_layout) shape = stats_from_snapshot(snapshot(), device_);
   const small_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   for (pool_stat device_stats::*field : {&device_stats::segment, &device_stats::inactive_split,
                                          &device_stats::inactive_split_bytes}) {
+    if (!with_layout) break;
     for (std::size_t pool : {std::size_t{pool_all}, std::size_t{pool_small}, std::size_t{pool_large}}) {
       stat& target = (stats_.*field)[pool];
       const std::int64_t value = (shape.*field)[pool].current;
@@ -653,7 +654,7 @@ device_stats device_cache::stats() {
       target.peak = std::max(target.peak, value);
     }
   }
-  stats_.largest_free_block_bytes = shape.largest_free_block_bytes;
+  if (with_layout) stats_.largest_free_block_bytes = shape.largest_free_block_bytes;
   sample_peaks_locked(sums);
   device_stats copy = stats_;
   for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {

@@ -81,7 +81,10 @@ class device_cache {
 
   std::size_t release_cache(std::size_t bytes_to_keep);
   void set_memory_fraction(double fraction);
-  device_stats stats();
+  // All stats. with_layout recomputes the layout figures (segments, inactive splits,
+  // largest free block) from a snapshot; without it they keep their last computed values
+  // (cheap: for periodic publishing).
+  device_stats stats(bool with_layout = true);
   void reset_peak_stats();
   void reset_accumulated_stats();
   memory_snapshot snapshot();
