@@ -81,7 +81,11 @@ bool in_range(std::uint64_t value, std::uint64_t min_value, std::uint64_t max_va
 // Applies one key:value; returns the warning text, empty when accepted.
 std::string apply(options& values, std::string_view key, std::string_view text) {
   const option_info* row = find_option(key);
-  if (row == nullptr) return "unknown FRAGLESS_CONF key " + quoted(key) + " ignored";
+  if (row == nullptr) {
+    std::string message = "unknown FRAGLESS_CONF key " + quoted(key) + " ignored; known keys:";
+    for (const option_info& known : option_table()) message += " " + std::string(known.key);
+    return message;
+  }
   const auto rejected = [&](std::string_view why) {
     std::string message = "FRAGLESS_CONF " + std::string(key) + ": bad value " + quoted(text);
     if (!why.empty()) message += " (" + std::string(why) + ")";

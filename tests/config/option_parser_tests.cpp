@@ -118,6 +118,7 @@ TEST_CASE("unknown keys and entries without a colon warn and change nothing") {
   parse_outcome outcome = parse("no_such_key:1,publish_stats:False");
   REQUIRE(outcome.warnings.size() == 1);
   CHECK(outcome.warnings[0].find("no_such_key") != std::string::npos);
+  CHECK(outcome.warnings[0].find("known keys: backend release_threshold_bytes") != std::string::npos);
   CHECK_FALSE(outcome.values.publish_stats);
 
   outcome = parse("publish_stats");
