@@ -162,9 +162,9 @@ void run_property(bool use_vmm, int threads, long operations) {
 }  // namespace
 
 TEST_CASE("property: VMM backend, random operations over threads and streams", "[property][vmm]") {
-  run_property(true, 4, operations_from_env(20000));
+  run_property(true, 4, operations_from_env(8000));
 }
 
 TEST_CASE("property: cudaMalloc backend, random operations over threads and streams", "[property][cudamalloc]") {
-  run_property(false, 4, operations_from_env(20000));
+  run_property(false, 4, operations_from_env(8000));
 }
