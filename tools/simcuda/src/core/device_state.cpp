@@ -2,6 +2,7 @@
 // SIMCUDA_MEMORY, SIMCUDA_KERNEL_NS, SIMCUDA_AUTO_COMPLETE); see device_state.h.
 #include "device_state.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -16,6 +17,17 @@ constexpr size_t kMinWindowBytes = size_t{256} << 30;
 constexpr size_t kMaxWindowBytes = size_t{4} << 40;
 
 std::mutex g_state_mutex;
+
+// Note [Fork]
+// A process may fork while another thread is inside simcuda. The state lock is taken
+// around fork() (pthread_atfork) so the child never inherits it held, and the child keeps a
+// consistent device state (a real driver is unusable in such a child; simcuda stays usable,
+// which only makes tests of fork-safety stricter).
+void lock_for_fork() { g_state_mutex.lock(); }
+void unlock_after_fork() { g_state_mutex.unlock(); }
+__attribute__((constructor)) void register_fork_handlers() {
+  pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
+}
 
 // Note [Device windows]
 // Each device owns one PROT_NONE, MAP_NORESERVE mapping (4x its capacity, at least 256 GiB)

@@ -158,6 +158,24 @@ void complete_through_locked(Stream& stream, uint64_t sequence) {
   }
 }
 
+void synchronize_stream_locked(Stream& stream) {
+  const auto waits = stream.waits;  // completing may not change it, but do not iterate a live map
+  for (const auto& [id, needed] : waits) {
+    if (Stream* other = stream_by_id_locked(id); other != nullptr && other != &stream)
+      complete_through_locked(*other, needed);
+  }
+  complete_through_locked(stream, stream.launched);
+}
+
+bool stream_idle_locked(const Stream& stream) {
+  if (!stream.pending.empty()) return false;
+  for (const auto& [id, needed] : stream.waits) {
+    const Stream* other = stream_by_id_locked(id);
+    if (other != nullptr && other != &stream && other->completed < needed) return false;
+  }
+  return true;
+}
+
 size_t advance_locked(Stream& stream, size_t count) {
   uint64_t before = stream.completed;
   uint64_t target = std::min<uint64_t>(stream.launched, stream.completed + count);

@@ -28,6 +28,11 @@ CUresult destroy_stream_locked(void* handle);
 uint64_t launch_locked(Stream& stream, std::vector<Access> accesses, std::function<void()> on_complete,
                        std::string what, size_t modelled_bytes);
 void complete_through_locked(Stream& stream, uint64_t sequence);
+// cudaStreamSynchronize: completes the stream's ops and the other streams' work it waits on
+// (an event wait is work of the stream even when no op follows it).
+void synchronize_stream_locked(Stream& stream);
+// cudaStreamQuery: no pending op on the stream and none of the work it waits on is pending.
+bool stream_idle_locked(const Stream& stream);
 size_t advance_locked(Stream& stream, size_t count);
 void complete_device_locked(int device);
 void complete_all_locked();

@@ -67,7 +67,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream stream) {
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return resolved->pending.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return stream_idle_locked(*resolved) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
@@ -75,7 +75,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  complete_through_locked(*resolved, resolved->launched);
+  synchronize_stream_locked(*resolved);
   return CUDA_SUCCESS;
 }
 
