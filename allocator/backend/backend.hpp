@@ -69,4 +69,18 @@ class backend {
 // runtime cannot be initialised at all.
 std::unique_ptr<backend> make_cuda_backend();
 
+// Note [Interposed runtime functions]
+// The LD_PRELOAD interposer (hooks/preload) defines cudaMalloc, cudaFree and cudaMemGetInfo
+// itself, and links this backend into the same library: a direct call from here would land
+// in the interposer and recurse. The interposer hands the real functions (found with
+// dlvsym(RTLD_NEXT)) to the backend before the allocator starts; a null entry keeps the
+// direct call. The pointers are the runtime's own signatures, type-erased to keep CUDA
+// headers out of this file.
+struct runtime_memory_functions {
+  void* malloc = nullptr;        // cudaError_t (*)(void**, size_t)
+  void* free = nullptr;          // cudaError_t (*)(void*)
+  void* mem_get_info = nullptr;  // cudaError_t (*)(size_t*, size_t*)
+};
+void use_runtime_memory_functions(const runtime_memory_functions& functions) noexcept;
+
 }  // namespace fragless::backend

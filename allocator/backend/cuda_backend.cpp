@@ -38,6 +38,27 @@ class device_guard {
 
 thread_local std::string last_error;
 
+// Note [Interposed runtime functions] (backend.hpp): set once, before first use.
+runtime_memory_functions runtime_overrides;
+
+cudaError_t runtime_malloc(void** address, std::size_t bytes) {
+  if (runtime_overrides.malloc != nullptr)
+    return reinterpret_cast<cudaError_t (*)(void**, std::size_t)>(runtime_overrides.malloc)(address, bytes);
+  return cudaMalloc(address, bytes);
+}
+
+cudaError_t runtime_free(void* address) {
+  if (runtime_overrides.free != nullptr) return reinterpret_cast<cudaError_t (*)(void*)>(runtime_overrides.free)(address);
+  return cudaFree(address);
+}
+
+cudaError_t runtime_mem_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  if (runtime_overrides.mem_get_info != nullptr)
+    return reinterpret_cast<cudaError_t (*)(std::size_t*, std::size_t*)>(runtime_overrides.mem_get_info)(free_bytes,
+                                                                                                     total_bytes);
+  return cudaMemGetInfo(free_bytes, total_bytes);
+}
+
 status from_runtime(cudaError_t error, const char* what) noexcept {
   if (error == cudaSuccess) return status::ok;
   if (error == cudaErrorNotReady) {
@@ -111,7 +132,7 @@ class cuda_backend final : public backend {
   status get_memory_info(int device, memory_info* info) noexcept override {
     device_guard guard(device);
     std::size_t free_bytes = 0, total_bytes = 0;
-    status result = from_runtime(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    status result = from_runtime(runtime_mem_get_info(&free_bytes, &total_bytes), "cudaMemGetInfo");
     info->free_bytes = free_bytes;
     info->total_bytes = total_bytes;
     return result;
@@ -140,12 +161,12 @@ class cuda_backend final : public backend {
 
   status malloc_segment(int device, std::size_t bytes, void** address) noexcept override {
     device_guard guard(device);
-    return from_runtime(cudaMalloc(address, bytes), "cudaMalloc");
+    return from_runtime(runtime_malloc(address, bytes), "cudaMalloc");
   }
 
   status free_segment(int device, void* address) noexcept override {
     device_guard guard(device);
-    return from_runtime(cudaFree(address), "cudaFree");
+    return from_runtime(runtime_free(address), "cudaFree");
   }
 
   bool supports_vmm(int device) noexcept override {
@@ -265,6 +286,10 @@ class cuda_backend final : public backend {
 };
 
 }  // namespace
+
+void use_runtime_memory_functions(const runtime_memory_functions& functions) noexcept {
+  runtime_overrides = functions;
+}
 
 std::unique_ptr<backend> make_cuda_backend() {
   try {

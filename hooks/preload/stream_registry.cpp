@@ -1,0 +1,35 @@
+// See stream_registry.hpp.
+#include "preload/stream_registry.hpp"
+
+#include <algorithm>
+#include <new>
+
+namespace fragless::preload {
+
+void stream_registry::add(void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.push_back(stream);
+}
+
+void stream_registry::remove(void* stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.erase(std::remove(streams_.begin(), streams_.end(), stream), streams_.end());
+}
+
+std::vector<void*> stream_registry::non_blocking_streams() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return streams_;
+}
+
+void stream_registry::reset_after_fork() noexcept {
+  // The mutex may have been held by a thread that does not exist in the child: build a
+  // new one in place rather than unlocking a lock we do not own.
+  new (&mutex_) std::mutex();
+}
+
+stream_registry& non_blocking_streams() {
+  static stream_registry* const registry = new stream_registry();  // never destroyed: used at exit
+  return *registry;
+}
+
+}  // namespace fragless::preload
