@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <set>
+#include <vector>
 
 #include "core/free_index.hpp"
 #include "core/page_map.hpp"
@@ -123,4 +125,28 @@ TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
   CHECK(pages.set_unmapped(2) == 12);  // splits the run 1..4
   CHECK(pages.mapped_run_count() == 2);
   CHECK(pages.mapped_bytes() == 3 * page);
+}
+
+TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream_set]") {
+  std::mt19937_64 random(7);
+  for (int round = 0; round < 200; ++round) {
+    fragless::core::stream_set set;
+    std::set<std::uintptr_t> expected;
+    const int count = static_cast<int>(random() % 6);
+    for (int i = 0; i < count; ++i) {
+      const std::uintptr_t value = 1 + random() % 5;
+      set.insert(reinterpret_cast<void*>(value));
+      expected.insert(value);
+    }
+    REQUIRE(set.size() == expected.size());
+    std::vector<std::uintptr_t> got;
+    for (void* stream : set.streams()) got.push_back(reinterpret_cast<std::uintptr_t>(stream));
+    REQUIRE(got == std::vector<std::uintptr_t>(expected.begin(), expected.end()));
+    for (std::uintptr_t value = 0; value < 7; ++value)
+      REQUIRE(set.contains(reinterpret_cast<void*>(value)) == (expected.count(value) == 1));
+    fragless::core::stream_set other(reinterpret_cast<void*>(6));
+    other.merge(set);
+    REQUIRE(other.size() == expected.size() + 1);
+    REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || expected == std::set<std::uintptr_t>{1}));
+  }
 }
