@@ -57,12 +57,15 @@ void device_counters::reset() const {
 device_call_counts device_counters::read() const {
   device_call_counts counts;
   if (!available_) return counts;
-  static const char* const allocs[] = {"cudaMalloc", "cuMemCreate", "cudaMallocAsync", "cuMemAlloc", nullptr};
-  static const char* const frees[] = {"cudaFree", "cuMemRelease", "cudaFreeAsync", "cuMemFree", nullptr};
+  static const char* const allocs[] = {"cudaMalloc", "cuMemCreate", "cudaMallocAsync", "cuMemAlloc", "cuMemAlloc_v2",
+                                       "cuMemAllocAsync", nullptr};
+  static const char* const frees[] = {"cudaFree", "cuMemRelease", "cudaFreeAsync", "cuMemFree", "cuMemFree_v2",
+                                      "cuMemFreeAsync", nullptr};
   static const char* const maps[] = {"cuMemMap", nullptr};
   static const char* const unmaps[] = {"cuMemUnmap", nullptr};
   static const char* const syncs[] = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                                      "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", nullptr};
+                                      "cuCtxSynchronize", "cuCtxSynchronize_v2", "cuStreamSynchronize",
+                                      "cuEventSynchronize", nullptr};
   counts.allocs = sum_counts(allocs);
   counts.frees = sum_counts(frees);
   counts.maps = sum_counts(maps);

@@ -9,8 +9,8 @@
 namespace fragless::bench {
 
 struct device_call_counts {
-  std::uint64_t allocs = 0;  // cudaMalloc, cuMemCreate, cudaMallocAsync, cuMemAlloc
-  std::uint64_t frees = 0;   // cudaFree, cuMemRelease, cudaFreeAsync, cuMemFree
+  std::uint64_t allocs = 0;  // cudaMalloc, cuMemCreate, cu/cudaMallocAsync, cuMemAlloc(_v2)
+  std::uint64_t frees = 0;   // cudaFree, cuMemRelease, cu/cudaFreeAsync, cuMemFree(_v2)
   std::uint64_t maps = 0;    // cuMemMap
   std::uint64_t unmaps = 0;  // cuMemUnmap
   std::uint64_t syncs = 0;   // device / stream / event / context synchronisations

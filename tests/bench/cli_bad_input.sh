@@ -59,6 +59,21 @@ if [ $? -ne 2 ]; then echo "FAIL usage error exit status"; failures=$((failures 
 if [ $? -ne 0 ] || [ ! -s out.json ] || [ ! -s out.csv ] || [ ! -s out.svg ]; then
   echo "FAIL good trace run"; cat stderr.txt; failures=$((failures + 1))
 fi
+# Converter round trip through the CLI: a snapshot and its text form replay to the same figures.
+shared=${FRAGLESS_SHARED_TRACES:-}
+if [ -n "$shared" ] && [ -f "$shared/silmont2000+assignment2-systems/mem_snapshot.pickle" ]; then
+  "$bench" convert "$shared/silmont2000+assignment2-systems/mem_snapshot.pickle" -o snap.trace 2>/dev/null
+  "$bench" replay "$shared/silmont2000+assignment2-systems/mem_snapshot.pickle" --allocators cudamalloc \
+    --repetitions 1 --csv a.csv >/dev/null 2>&1
+  "$bench" replay snap.trace --allocators cudamalloc --repetitions 1 --csv b.csv >/dev/null 2>&1
+  # Compare everything but the trace name and the host time.
+  strip() { cut -d, -f2-6,8- "$1" | sed -n 2,3p; }
+  if [ ! -s snap.trace ] || [ "$(strip a.csv)" != "$(strip b.csv)" ]; then
+    echo "FAIL convert round trip"; diff <(strip a.csv) <(strip b.csv); failures=$((failures + 1))
+  fi
+else
+  echo "FAIL shared traces not found (FRAGLESS_SHARED_TRACES=$shared)"; failures=$((failures + 1))
+fi
 ls ./*.tmp.* >/dev/null 2>&1 && { echo "FAIL temp files left"; failures=$((failures + 1)); }
 
 if [ "$failures" -ne 0 ]; then echo "$failures failures"; exit 1; fi
