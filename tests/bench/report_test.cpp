@@ -1,0 +1,96 @@
+// Tests of the outputs: the JSON/CSV schema comes from the one field list, missing values
+// are null/empty, summary rows are geometric means over ok rows, the plot is well-formed
+// with one panel per trace, and files are written whole.
+#include <catch2/catch.hpp>
+
+#include "report/outputs.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+using namespace fragless::bench;
+
+namespace {
+result_row row(const std::string& trace, const std::string& allocator, double ratio, double ns) {
+  result_row r;
+  r.trace = trace;
+  r.allocator = allocator;
+  r.ideal_bytes = 2097152;
+  r.peak_reserved_bytes = ratio * 2097152;
+  r.ratio_to_ideal = ratio;
+  r.host_ns_per_op = ns;
+  r.timeline = {{0, 100, 2097152}, {5, 2000000, static_cast<std::uint64_t>(ratio * 2097152)}};
+  return r;
+}
+}  // namespace
+
+TEST_CASE("JSON rows carry every field of the field list, null when missing", "[bench][report]") {
+  result_row r = row("t \"quoted\"", "cudamalloc", 1.5, 250);
+  r.notes = "line\nbreak";
+  const std::string json = format_json({r});
+  for (const row_field& f : row_fields()) CHECK(json.find(std::string("\"") + f.name + "\": ") != std::string::npos);
+  for (const char* required : {"trace", "allocator", "peak_reserved_bytes", "ideal_bytes", "ratio_to_ideal",
+                               "host_ns_per_op", "device_calls", "syncs", "status"}) {
+    CHECK(json.find(std::string("\"") + required + "\"") != std::string::npos);
+  }
+  CHECK(json.find("\"peak_reserved_bytes\": 3145728") != std::string::npos);
+  CHECK(json.find("\"device_calls\": null") != std::string::npos);
+  CHECK(json.find("t \\\"quoted\\\"") != std::string::npos);
+  CHECK(json.find("line\\nbreak") != std::string::npos);
+  CHECK(json.front() == '[');
+}
+
+TEST_CASE("CSV header is the field list; text with commas is quoted", "[bench][report]") {
+  result_row r = row("a,b", "pytorch", 1.25, 10);
+  const std::string csv = format_csv({r});
+  std::string header = csv.substr(0, csv.find('\n'));
+  std::string expected;
+  for (const row_field& f : row_fields()) expected += (expected.empty() ? "" : ",") + std::string(f.name);
+  CHECK(header == expected);
+  CHECK(csv.find("\"a,b\",pytorch,2621440,2097152,1.25,") != std::string::npos);
+}
+
+TEST_CASE("summary rows: geometric means over ok rows only", "[bench][report]") {
+  std::vector<result_row> rows = {row("t1", "x", 1.0, 100), row("t2", "x", 4.0, 400), row("t3", "x", 9.0, 9)};
+  rows[2].status = "failed: crashed";
+  const auto with_summary = with_summary_rows(rows);
+  REQUIRE(with_summary.size() == 4);
+  const result_row& summary = with_summary.back();
+  CHECK(summary.trace == "geomean (2 traces)");
+  CHECK(summary.ratio_to_ideal.value() == Approx(2.0));
+  CHECK(summary.host_ns_per_op.value() == Approx(200.0));
+  CHECK(summary.status == "summary (1 rows not ok)");
+  const std::string table = format_table(with_summary);
+  CHECK(table.find("geomean (2 traces)") != std::string::npos);
+  CHECK(table.find("failed: crashed") != std::string::npos);
+  CHECK(table.find("8.0 MiB") != std::string::npos);  // t2: 4 x 2 MiB
+}
+
+TEST_CASE("SVG plot: one titled panel per trace, a legend entry per allocator", "[bench][report]") {
+  const std::string svg = format_svg_plot({row("first", "a", 1.0, 1), row("first", "b", 2.0, 1), row("second", "a", 1.5, 1)},
+                                          "title <here>");
+  CHECK(svg.rfind("<svg ", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(svg.find("title &lt;here&gt;") != std::string::npos);
+  CHECK(svg.find(">first</text>") != std::string::npos);
+  CHECK(svg.find(">second</text>") != std::string::npos);
+  CHECK(svg.find(">a reserved</text>") != std::string::npos);
+  CHECK(svg.find(">b reserved</text>") != std::string::npos);
+  CHECK(svg.find(">GiB</text>") != std::string::npos);
+  std::size_t polylines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  CHECK(polylines == 3 + 2);  // three reserved lines, one live line per panel
+}
+
+TEST_CASE("files are written whole, and a failed write leaves nothing", "[bench][report]") {
+  const std::string path = "report_test_output.txt";
+  write_file_atomically(path, "hello\n");
+  std::ifstream in(path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  CHECK(contents.str() == "hello\n");
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(write_file_atomically("no/such/dir/out.txt", "x"), std::runtime_error);
+}
