@@ -1,0 +1,224 @@
+// The read side of a device cache: composing the stats (Note [Stats pools]), resetting
+// them, and the snapshot. Invariant: what stats() reports for the layout figures is
+// exactly what stats_from_snapshot() computes from snapshot() at the same moment.
+#include <algorithm>
+#include <map>
+
+#include "core/device_cache.hpp"
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+// Note [Stats pools] (the per-allocation half). allocation, active, allocated_bytes,
+// active_bytes and requested_bytes change on every allocation and free. Their large-pool
+// part lives in stats_ (the large path holds the device lock anyway); their small-pool
+// part lives in each shard (shard_stats, written under the shard lock only), so the
+// small hot path shares no counter between threads. "all" is composed when read. Peaks
+// of the small and all figures are sampled -- at every large allocation, every new slab
+// and every stats read -- so a peak reached by small allocations alone between two
+// samples can be missed; large-pool peaks, reserved bytes and segments are exact.
+namespace {
+constexpr std::array<pool_stat device_stats::*, 5> kPerAllocationStats = {
+    &device_stats::allocation, &device_stats::active, &device_stats::allocated_bytes, &device_stats::active_bytes,
+    &device_stats::requested_bytes};
+constexpr std::array<shard_stat shard_stats::*, 5> kShardStats = {
+    &shard_stats::allocation, &shard_stats::active, &shard_stats::allocated_bytes, &shard_stats::active_bytes,
+    &shard_stats::requested_bytes};
+}  // namespace
+
+device_cache::small_sums device_cache::sum_small_stats() {
+  small_sums sums;
+  std::shared_lock<std::shared_mutex> lock(shards_mutex_);
+  for (auto& [stream, shard] : shards_)
+    for (std::size_t i = 0; i < kShardStats.size(); ++i) {
+      const shard_stat& counter = shard->counters().*kShardStats[i];
+      sums.values[i].current += counter.current.load(std::memory_order_relaxed);
+      sums.values[i].allocated += counter.allocated.load(std::memory_order_relaxed);
+      sums.values[i].freed += counter.freed.load(std::memory_order_relaxed);
+    }
+  return sums;
+}
+
+void device_cache::sample_peaks_locked(const small_sums& sums) noexcept {
+  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
+    pool_stat& s = stats_.*kPerAllocationStats[i];
+    const std::int64_t small_current = sums.values[i].current;
+    s[pool_small].peak = std::max(s[pool_small].peak, small_current);
+    s[pool_all].peak = std::max(s[pool_all].peak, small_current + s[pool_large].current);
+  }
+}
+
+void device_cache::reset_peak_stats() {
+  const small_sums sums = sum_small_stats();
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  stats_.reset_peak();
+  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
+    pool_stat& s = stats_.*kPerAllocationStats[i];
+    s[pool_small].peak = sums.values[i].current;
+    s[pool_all].peak = sums.values[i].current + s[pool_large].current;
+  }
+}
+
+void device_cache::reset_accumulated_stats() {
+  {
+    std::shared_lock<std::shared_mutex> lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::lock_guard<spin_lock> shard_lock(shard->mutex());
+      for (shard_stat shard_stats::*field : kShardStats) {
+        (shard->counters().*field).allocated.store(0, std::memory_order_relaxed);
+        (shard->counters().*field).freed.store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  stats_.reset_accumulated();
+}
+
+// ---------------------------------------------------------------------------------------
+// Stats and snapshot
+
+device_stats device_cache::stats(bool with_layout) {
+  // Segment counts, inactive splits and the largest free block are shapes of the layout,
+  // not running sums: they are read off the snapshot (Note [Stats from snapshot]) and
+  // their peaks tracked at each read. Everything else is a running counter.
+  device_stats shape;
+  if (with_layout) shape = stats_from_snapshot(snapshot(), device_);
+  const small_sums sums = sum_small_stats();
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  for (pool_stat device_stats::*field : {&device_stats::segment, &device_stats::inactive_split,
+                                         &device_stats::inactive_split_bytes}) {
+    if (!with_layout) break;
+    for (std::size_t pool : {std::size_t{pool_all}, std::size_t{pool_small}, std::size_t{pool_large}}) {
+      stat& target = (stats_.*field)[pool];
+      const std::int64_t value = (shape.*field)[pool].current;
+      if (value > target.current) target.allocated += value - target.current;
+      else target.freed += target.current - value;
+      target.current = value;
+      target.peak = std::max(target.peak, value);
+    }
+  }
+  if (with_layout) stats_.largest_free_block_bytes = shape.largest_free_block_bytes;
+  sample_peaks_locked(sums);
+  device_stats copy = stats_;
+  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
+    pool_stat& s = copy.*kPerAllocationStats[i];
+    s[pool_small].current = sums.values[i].current;
+    s[pool_small].allocated = sums.values[i].allocated;
+    s[pool_small].freed = sums.values[i].freed;
+    s[pool_all].current = s[pool_small].current + s[pool_large].current;
+    s[pool_all].allocated = s[pool_small].allocated + s[pool_large].allocated;
+    s[pool_all].freed = s[pool_small].freed + s[pool_large].freed;
+  }
+  return copy;
+}
+
+namespace {
+
+std::uint64_t stream_number(stream_id stream) noexcept { return reinterpret_cast<std::uintptr_t>(stream); }
+
+}  // namespace
+
+memory_snapshot device_cache::snapshot() {
+  memory_snapshot snap;
+  snap.device_count = device_ + 1;
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  // Live and pending blocks, and slabs, by address.
+  std::map<std::uintptr_t, snapshot_block> large_blocks;
+  std::map<const slab*, std::vector<snapshot_block>> slab_objects;
+  live_blocks_.for_each([&](std::uintptr_t address, const live_block& block) {
+    if (block.device != device_) return;
+    const snapshot_block info{address, block.size_bytes, block.requested_bytes, block_state::allocated};
+    if (block.owner != nullptr) slab_objects[block.owner].push_back(info);
+    else large_blocks.emplace(address, info);
+  });
+  for (const pending_large& pending : pending_large_)
+    large_blocks.emplace(pending.address, snapshot_block{pending.address, pending.size_bytes, 0, block_state::pending_free});
+  // Free ranges, clipped to reserved memory (unmapped address space is not memory). Any
+  // byte of a region that is neither live, pending, slab nor free shows up as a gap,
+  // which check_snapshot() reports.
+  const std::vector<reserved_region> regions = large_.reserved_regions();
+  large_.index().for_each([&](const free_range& range) {
+    auto at = std::upper_bound(regions.begin(), regions.end(), range.address,
+                               [](std::uintptr_t value, const reserved_region& r) { return value < r.address; });
+    if (at != regions.begin()) --at;
+    for (; at != regions.end() && at->address < range.address + range.size_bytes; ++at) {
+      const std::uintptr_t start = std::max(range.address, at->address);
+      const std::uintptr_t end = std::min(range.address + range.size_bytes, at->address + at->size_bytes);
+      if (start < end) large_blocks.emplace(start, snapshot_block{start, end - start, 0, block_state::free});
+    }
+  });
+  struct slab_view {
+    std::uintptr_t address;
+    std::size_t bytes;
+    stream_id stream;
+    std::vector<snapshot_block> objects;
+  };
+  std::map<std::uintptr_t, slab_view> slabs;
+  {
+    std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::lock_guard<spin_lock> shard_lock(shard->mutex());
+      for (const pending_object& pending : shard->pending())
+        slab_objects[pending.owner].push_back(snapshot_block{
+            pending.owner->address + std::size_t{pending.slot} * class_size_bytes(pending.owner->class_index),
+            pending.size_bytes, 0, block_state::pending_free});
+      shard->for_each_slab([&](const slab& one) {
+        slab_view view{one.address, one.bytes, shard->stream(), {}};
+        auto found = slab_objects.find(&one);
+        if (found != slab_objects.end()) view.objects = std::move(found->second);
+        const std::size_t object_bytes = class_size_bytes(one.class_index);
+        std::vector<std::uint32_t> free_slots = one.free_slots;
+        std::sort(free_slots.begin(), free_slots.end());
+        for (std::size_t i = 0; i < free_slots.size();) {
+          std::size_t j = i + 1;
+          while (j < free_slots.size() && free_slots[j] == free_slots[j - 1] + 1) ++j;  // coalesce a run
+          view.objects.push_back(snapshot_block{one.address + free_slots[i] * object_bytes, (j - i) * object_bytes, 0,
+                                                block_state::free});
+          i = j;
+        }
+        std::sort(view.objects.begin(), view.objects.end(),
+                  [](const snapshot_block& a, const snapshot_block& b) { return a.address < b.address; });
+        slabs.emplace(one.address, std::move(view));
+      });
+    }
+  }
+  // Large segments: each reserved region, cut at the slabs inside it.
+  for (const reserved_region& region : regions) {
+    std::uintptr_t piece_start = region.address;
+    const std::uintptr_t region_end = region.address + region.size_bytes;
+    auto emit_piece = [&](std::uintptr_t piece_end) {
+      if (piece_end <= piece_start) return;
+      std::vector<snapshot_block> inside;
+      for (auto at = large_blocks.lower_bound(piece_start); at != large_blocks.end() && at->first < piece_end; ++at)
+        inside.push_back(at->second);
+      snapshot_segment segment;
+      segment.device = device_;
+      segment.address = piece_start;
+      segment.size_bytes = piece_end - piece_start;
+      segment.pool = pool_large;
+      segment.is_expandable = large_.uses_vmm();
+      segment.blocks = std::move(inside);
+      snap.segments.push_back(std::move(segment));
+    };
+    for (auto at = slabs.lower_bound(region.address); at != slabs.end() && at->first < region_end; ++at) {
+      emit_piece(at->first);
+      piece_start = at->first + at->second.bytes;
+    }
+    emit_piece(region_end);
+  }
+  for (auto& [address, view] : slabs) {
+    snapshot_segment segment;
+    segment.device = device_;
+    segment.address = address;
+    segment.size_bytes = view.bytes;
+    segment.stream = stream_number(view.stream);
+    segment.pool = pool_small;
+    segment.is_expandable = false;
+    segment.blocks = std::move(view.objects);
+    snap.segments.push_back(std::move(segment));
+  }
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const snapshot_segment& a, const snapshot_segment& b) { return a.address < b.address; });
+  return snap;
+}
+
+}  // namespace fragless::core
