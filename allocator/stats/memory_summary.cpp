@@ -146,7 +146,10 @@ std::string memory_summary(const device_stats& stats, int device, bool abbreviat
       const auto peak = flat_value(stats, std::string(field.name) + ".peak").value_or(0);
       value_text = "cur " + format_figure(field.unit, current) + "  peak " + format_figure(field.unit, peak);
     } else {
-      value_text = format_figure(field.unit, flat_value(stats, field.name).value_or(0));
+      const double value = flat_value(stats, field.name).value_or(0);
+      // A negative byte limit (max_split_size -1) means "no limit", as in PyTorch.
+      const bool no_limit = field.kind == stat_field_kind::gauge && field.unit == stat_unit::bytes && value < 0;
+      value_text = no_limit ? "unlimited" : format_figure(field.unit, value);
     }
     std::snprintf(buffer, sizeof buffer, " %-37.*s | %33s ", static_cast<int>(field.name.size()), field.name.data(),
                   value_text.c_str());

@@ -103,4 +103,10 @@ TEST_CASE("the fragless section lists every field torch's table does not show") 
   char percent[32];
   std::snprintf(percent, sizeof percent, "%.1f %%", expected * 100);
   CHECK(text.find(percent) != std::string::npos);
+  CHECK(text.find("| max_split_size                        |                             0 B   |") !=
+        std::string::npos);
+  device_stats unlimited = sample_stats();
+  unlimited.max_split_size = -1;
+  CHECK(memory_summary(unlimited, 0).find("| max_split_size                        |                         unlimited |") !=
+        std::string::npos);
 }
