@@ -291,7 +291,8 @@ void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
   if (request_bytes > capacity_bytes_)
     hint = "The request is larger than the device.";
   else if (limit != SIZE_MAX && large_.reserved_bytes() + rounded_request_bytes(request_bytes) > limit)
-    hint = "The memory fraction limit of " + format_bytes(limit) + " was reached; raise it with set_memory_fraction.";
+    hint = "The reserved-memory limit of " + format_bytes(limit) +
+           " (set_memory_fraction / max_cached_bytes) was reached; raise it to allow more.";
   else
     hint = "If reserved but unallocated memory is large, memory is fragmented: call empty_cache() or reduce "
            "the peak of live memory (e.g. a smaller batch).";
@@ -563,7 +564,9 @@ void device_cache::set_memory_fraction(double fraction) {
   if (!(fraction > 0.0 && fraction <= 1.0))
     throw invalid_argument_error("fragless: memory fraction must be in (0, 1], got " + std::to_string(fraction));
   std::lock_guard<std::mutex> lock(device_mutex_);
-  large_.set_reserved_limit(static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_)));
+  // The tighter of the fraction and the max_cached_bytes option.
+  large_.set_reserved_limit(std::min(settings_.reserved_limit_bytes,
+                                     static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_))));
 }
 
 }  // namespace fragless::core

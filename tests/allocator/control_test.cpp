@@ -1,0 +1,106 @@
+// The control API on simcuda: memory fraction limits, trim, empty_cache, stats resets,
+// and the C ABI's stats and summary.
+#include <catch2/catch.hpp>
+
+#include <simcuda/control.h>
+
+#include <string>
+#include <vector>
+
+#include "consistency.hpp"
+#include "fragless/fragless.h"
+#include "simcuda_support.hpp"
+
+using namespace fragless;
+using namespace fragless::testing;
+
+namespace {
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+}
+
+TEST_CASE("set_memory_fraction caps reserved memory and the OOM message says so", "[control]") {
+  reset_simcuda();
+  auto instance = make_simcuda_allocator(core::cache_settings{});
+  core::device_cache& cache = instance->device(0);
+  const double fraction = static_cast<double>(100 * kMiB) / static_cast<double>(cache.capacity_bytes());
+  cache.set_memory_fraction(fraction);
+  void* first = instance->allocate(60 * kMiB, 0, nullptr);
+  try {
+    instance->allocate(60 * kMiB, 0, nullptr);
+    FAIL("expected out_of_memory_error");
+  } catch (const out_of_memory_error& oom) {
+    CHECK(std::string(oom.what()).find("reserved-memory limit") != std::string::npos);
+  }
+  const device_stats stats = cache.stats();
+  CHECK(stats.reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(100 * kMiB));
+  CHECK(stats.num_ooms == 1);
+  check_consistency(cache.snapshot(), stats);
+  instance->deallocate(first);
+  void* again = instance->allocate(90 * kMiB, 0, nullptr);  // fits once the first is gone
+  instance->deallocate(again);
+  CHECK_THROWS_AS(cache.set_memory_fraction(0.0), invalid_argument_error);
+}
+
+TEST_CASE("trim keeps the asked cached bytes, empty_cache releases the rest", "[control]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    reset_simcuda();
+    const std::uint64_t used_before = simcuda_used_bytes(0);
+    auto instance = make_simcuda_allocator(core::cache_settings{vmm, 2.0, false});
+    core::device_cache& cache = instance->device(0);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(12 * kMiB, 0, nullptr));
+    for (void* block : blocks) instance->deallocate(block);
+    const std::int64_t cached = cache.stats().reserved_bytes[pool_all].current;
+    REQUIRE(cached >= static_cast<std::int64_t>(120 * kMiB));
+    const std::size_t released = cache.release_cache(40 * kMiB);
+    const std::int64_t kept = cache.stats().reserved_bytes[pool_all].current;
+    CHECK(kept <= static_cast<std::int64_t>(60 * kMiB));  // at most the kept bytes plus one segment
+    CHECK(static_cast<std::int64_t>(released) == cached - kept);
+    check_consistency(cache.snapshot(), cache.stats());
+    CHECK(cache.release_cache(0) == static_cast<std::size_t>(kept));
+    CHECK(simcuda_used_bytes(0) == used_before);
+  }
+}
+
+TEST_CASE("reset_peak_stats and reset_accumulated_stats", "[control]") {
+  reset_simcuda();
+  auto instance = make_simcuda_allocator(core::cache_settings{});
+  core::device_cache& cache = instance->device(0);
+  void* big = instance->allocate(30 * kMiB, 0, nullptr);
+  void* small = instance->allocate(3000, 0, nullptr);
+  instance->deallocate(big);
+  device_stats stats = cache.stats();
+  CHECK(stats.allocated_bytes[pool_all].peak >= static_cast<std::int64_t>(30 * kMiB));
+  cache.reset_peak_stats();
+  stats = cache.stats();
+  CHECK(stats.allocated_bytes[pool_all].peak == stats.allocated_bytes[pool_all].current);
+  CHECK(stats.allocated_bytes[pool_small].peak == 3072);
+  cache.reset_accumulated_stats();
+  stats = cache.stats();
+  CHECK(stats.allocation[pool_all].allocated == 0);
+  CHECK(stats.allocation[pool_all].freed == 0);
+  CHECK(stats.allocation[pool_all].current == 1);
+  CHECK(stats.num_device_alloc == 0);
+  instance->deallocate(small);
+  CHECK(cache.stats().allocation[pool_all].freed == 1);
+}
+
+TEST_CASE("C ABI: figures and summary of the global allocator", "[control][c_abi]") {
+  void* block = fragless_malloc(5 * kMiB, 0, nullptr);
+  REQUIRE(block != nullptr);
+  fragless_memory_figures figures{};
+  REQUIRE(fragless_get_memory_figures(0, &figures) == FRAGLESS_OK);
+  CHECK(figures.allocated_bytes >= static_cast<std::int64_t>(5 * kMiB));
+  CHECK(figures.reserved_bytes >= figures.allocated_bytes);
+  std::size_t needed = 0;
+  REQUIRE(fragless_memory_summary(0, nullptr, 0, &needed) == FRAGLESS_OK);
+  std::vector<char> text(needed);
+  REQUIRE(fragless_memory_summary(0, text.data(), text.size(), nullptr) == FRAGLESS_OK);
+  CHECK(std::string(text.data()).find("device ID 0") != std::string::npos);
+  fragless_free(block, 5 * kMiB, 0, nullptr);
+  std::size_t released = 0;
+  REQUIRE(fragless_empty_cache(0, &released) == FRAGLESS_OK);
+  CHECK(released >= 5 * kMiB);
+  CHECK(fragless_get_memory_figures(0, nullptr) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+}
