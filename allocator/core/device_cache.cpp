@@ -271,7 +271,9 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
                                        format_bytes(request_bytes) + " after releasing the cache");
     throw_out_of_memory_locked(request_bytes);
   }
-  log_message(log_level::error, "device " + std::to_string(device_) + ": " + backend_.last_error_text());
+  // The caller gets the failure as a device_error; the log only traces it.
+  if (log_enabled(log_level::debug))
+    log_message(log_level::debug, "device " + std::to_string(device_) + ": " + backend_.last_error_text());
   throw device_error("fragless: device " + std::to_string(device_) + " failed to provide " +
                      format_bytes(size_bytes) + ": " + backend_.last_error_text());
 }
