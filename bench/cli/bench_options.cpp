@@ -86,6 +86,8 @@ options:
   --progress             progress bar on stderr even when it is not a terminal
   --timeout SECONDS      per child replay (default 600)
   --no-table             do not print the table on stdout
+  --verbose              show the replay processes' stderr (allocator and simcuda messages);
+                         otherwise only a failed replay's last stderr line, in its status
 )";
 }
 
@@ -124,6 +126,7 @@ bench_options parse_bench_options(int argc, char** argv) {
     else if (argument == "--traces") options.traces_dir = value();
     else if (argument == "--progress") options.progress = true;
     else if (argument == "--no-table") options.no_table = true;
+    else if (argument == "--verbose") options.verbose = true;
     else if (argument == "--timeout") options.timeout_seconds = static_cast<int>(parse_count(argument, value(), 86400));
     else if (argument == "--source") options.source = value();
     else if (argument == "--allocator") options.allocator = value();

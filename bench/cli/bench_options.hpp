@@ -26,6 +26,7 @@ struct bench_options {
   std::string traces_dir;
   bool progress = false;
   bool no_table = false;
+  bool verbose = false;  // children's stderr (allocator warnings, simcuda messages) shown
   int timeout_seconds = 600;
   // replay-one only.
   std::string source, allocator, configuration;

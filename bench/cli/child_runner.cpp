@@ -170,7 +170,7 @@ child_result run_child(const child_request& request) {
 
   // The child's stderr goes to a scratch file: peers and simcuda can be chatty; the last
   // line is kept for the status when the child fails.
-  std::FILE* error_log = std::tmpfile();
+  std::FILE* error_log = request.pass_stderr ? nullptr : std::tmpfile();
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child < 0) {

@@ -28,6 +28,7 @@ struct child_request {
   std::uint64_t capacity_bytes = 0;  // 0 = simcuda default
   std::uint64_t device_call_ns = 0;
   int timeout_seconds = 600;
+  bool pass_stderr = false;  // --verbose: the child's stderr goes to ours instead of a scratch file
 };
 
 struct child_result {

@@ -103,6 +103,7 @@ child_request request_for(const bench_input& input, const std::string& allocator
   request.capacity_bytes = options.capacity_bytes.value_or(0);
   request.device_call_ns = options.device_call_ns;
   request.timeout_seconds = options.timeout_seconds;
+  request.pass_stderr = options.verbose;
   return request;
 }
 
