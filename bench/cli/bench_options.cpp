@@ -99,6 +99,10 @@ bench_options parse_bench_options(int argc, char** argv) {
   bool known = false;
   for (const std::string& c : commands) known = known || c == options.command;
   if (!known) throw std::invalid_argument("unknown command '" + options.command + "'");
+  if (options.command == "micro") {  // the micro benchmarks parse their own arguments
+    for (int i = 2; i < argc; ++i) options.positional.emplace_back(argv[i]);
+    return options;
+  }
   for (int i = 2; i < argc; ++i) {
     const std::string argument = argv[i];
     auto value = [&]() -> std::string {
