@@ -78,39 +78,50 @@ std::string format_bytes(double bytes) {
   return buffer;
 }
 
+// Note [Summary rows]
+// A geometric mean compares allocators only over the same traces. Summary rows therefore
+// average over the "common" traces: those on which every replayed allocator that ran ok
+// anywhere also ran ok here. "pytorch-recorded" (not a replay) averages over the common
+// traces that carry a record. The row's name says how many traces it covers.
 std::vector<result_row> with_summary_rows(const std::vector<result_row>& rows) {
   std::vector<result_row> out = rows;
   std::vector<std::string> order;
-  struct accumulator {
-    double log_ratio = 0, log_ns = 0;
-    int ratio_count = 0, ns_count = 0, failed = 0;
-  };
-  std::map<std::string, accumulator> by_allocator;
+  std::map<std::string, int> failed_rows, ok_rows;
   for (const result_row& row : rows) {
-    if (by_allocator.count(row.allocator) == 0) order.push_back(row.allocator);
-    accumulator& a = by_allocator[row.allocator];
-    if (!row.ok()) {
-      ++a.failed;
-      continue;
-    }
-    if (row.ratio_to_ideal && *row.ratio_to_ideal > 0) {
-      a.log_ratio += std::log(*row.ratio_to_ideal);
-      ++a.ratio_count;
-    }
-    if (row.host_ns_per_op && *row.host_ns_per_op > 0) {
-      a.log_ns += std::log(*row.host_ns_per_op);
-      ++a.ns_count;
-    }
+    if (failed_rows.count(row.allocator) == 0 && ok_rows.count(row.allocator) == 0) order.push_back(row.allocator);
+    ++(row.ok() ? ok_rows[row.allocator] : failed_rows[row.allocator]);
+  }
+  auto counts_for_common = [&](const std::string& allocator) {
+    return allocator != "pytorch-recorded" && ok_rows[allocator] > 0;
+  };
+  // Traces where every counted allocator is ok.
+  std::map<std::string, bool> common;
+  for (const result_row& row : rows) {
+    if (common.count(row.trace) == 0) common[row.trace] = true;
+    if (counts_for_common(row.allocator) && !row.ok()) common[row.trace] = false;
   }
   for (const std::string& name : order) {
-    const accumulator& a = by_allocator[name];
+    double log_ratio = 0, log_ns = 0;
+    int ratio_count = 0, ns_count = 0;
+    for (const result_row& row : rows) {
+      if (row.allocator != name || !row.ok() || !common[row.trace]) continue;
+      if (row.ratio_to_ideal && *row.ratio_to_ideal > 0) {
+        log_ratio += std::log(*row.ratio_to_ideal);
+        ++ratio_count;
+      }
+      if (row.host_ns_per_op && *row.host_ns_per_op > 0) {
+        log_ns += std::log(*row.host_ns_per_op);
+        ++ns_count;
+      }
+    }
     result_row summary;
-    summary.trace = "geomean (" + std::to_string(a.ratio_count) + " traces)";
+    summary.trace = "geomean (" + std::to_string(ratio_count) + " common traces)";
     summary.allocator = name;
-    if (a.ratio_count > 0) summary.ratio_to_ideal = std::exp(a.log_ratio / a.ratio_count);
-    if (a.ns_count > 0) summary.host_ns_per_op = std::exp(a.log_ns / a.ns_count);
-    summary.status = a.failed == 0 ? "ok" : "summary (" + std::to_string(a.failed) + " rows not ok)";
-    if (a.ratio_count == 0 && a.failed > 0) summary.status = "no ok rows";
+    if (ratio_count > 0) summary.ratio_to_ideal = std::exp(log_ratio / ratio_count);
+    if (ns_count > 0) summary.host_ns_per_op = std::exp(log_ns / ns_count);
+    const int failed = failed_rows[name];
+    summary.status = failed == 0 ? "ok" : "summary (" + std::to_string(failed) + " rows not ok)";
+    if (ok_rows[name] == 0) summary.status = "no ok rows";
     out.push_back(summary);
   }
   return out;

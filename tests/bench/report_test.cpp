@@ -58,12 +58,12 @@ TEST_CASE("summary rows: geometric means over ok rows only", "[bench][report]") 
   const auto with_summary = with_summary_rows(rows);
   REQUIRE(with_summary.size() == 4);
   const result_row& summary = with_summary.back();
-  CHECK(summary.trace == "geomean (2 traces)");
+  CHECK(summary.trace == "geomean (2 common traces)");
   CHECK(summary.ratio_to_ideal.value() == Approx(2.0));
   CHECK(summary.host_ns_per_op.value() == Approx(200.0));
   CHECK(summary.status == "summary (1 rows not ok)");
   const std::string table = format_table(with_summary);
-  CHECK(table.find("geomean (2 traces)") != std::string::npos);
+  CHECK(table.find("geomean (2 common traces)") != std::string::npos);
   CHECK(table.find("failed: crashed") != std::string::npos);
   CHECK(table.find("8.0 MiB") != std::string::npos);  // t2: 4 x 2 MiB
 }
@@ -82,6 +82,27 @@ TEST_CASE("SVG plot: one titled panel per trace, a legend entry per allocator", 
   std::size_t polylines = 0;
   for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
   CHECK(polylines == 3 + 2);  // three reserved lines, one live line per panel
+}
+
+TEST_CASE("summary rows compare allocators over the same traces", "[bench][report]") {
+  std::vector<result_row> rows = {row("t1", "a", 1.0, 10), row("t1", "b", 2.0, 10),  // common
+                                  row("t2", "a", 3.0, 10), row("t2", "b", 5.0, 10),  // b failed here
+                                  row("t1", "never", 1.0, 1), row("t1", "pytorch-recorded", 1.5, 1)};
+  rows[3].status = "oom";
+  rows[4].status = "not built";  // an allocator with no ok row does not shrink the common set
+  const auto out = with_summary_rows(rows);
+  const auto summary_of = [&](const std::string& allocator) {
+    for (const result_row& r : out) {
+      if (r.allocator == allocator && r.trace.rfind("geomean", 0) == 0) return r;
+    }
+    FAIL("no summary for " << allocator);
+    return result_row{};
+  };
+  CHECK(summary_of("a").ratio_to_ideal.value() == Approx(1.0));  // t2 excluded: b was not ok there
+  CHECK(summary_of("a").trace == "geomean (1 common traces)");
+  CHECK(summary_of("b").ratio_to_ideal.value() == Approx(2.0));
+  CHECK(summary_of("pytorch-recorded").ratio_to_ideal.value() == Approx(1.5));
+  CHECK(summary_of("never").status == "no ok rows");
 }
 
 TEST_CASE("files are written whole, and a failed write leaves nothing", "[bench][report]") {
