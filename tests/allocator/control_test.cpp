@@ -104,3 +104,22 @@ TEST_CASE("C ABI: figures and summary of the global allocator", "[control][c_abi
   CHECK(released >= 5 * kMiB);
   CHECK(fragless_get_memory_figures(0, nullptr) == FRAGLESS_ERROR_INVALID_ARGUMENT);
 }
+
+TEST_CASE("snapshot and stats JSON of the global allocator round-trip", "[control][json]") {
+  void* large = fragless::allocate(3 * kMiB, 0, nullptr);
+  void* small = fragless::allocate(1000, 0, nullptr);
+  memory_snapshot parsed;
+  std::string error;
+  REQUIRE(snapshot_from_json(snapshot_json(0), parsed, error));
+  const memory_snapshot direct = snapshot(0);
+  CHECK(parsed.segments.size() == direct.segments.size());
+  CHECK(check_snapshot(parsed).empty());
+  device_stats stats;
+  int device = -1;
+  REQUIRE(stats_from_json(stats_json(0), stats, device, error));
+  CHECK(device == 0);
+  CHECK(stats.allocated_bytes[pool_all].current >= static_cast<std::int64_t>(3 * kMiB + 1024));
+  CHECK(!snapshot_pickle(0).empty());
+  fragless::deallocate(small);
+  fragless::deallocate(large);
+}
