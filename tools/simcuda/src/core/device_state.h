@@ -94,6 +94,8 @@ struct Reservation {
 
 struct PhysicalHandle {
   int fd = -1;
+  size_t fd_offset = 0;    // where the handle's bytes start in `fd` (Note [Physical arena])
+  bool owns_fd = true;     // false: a slice of the shared arena file
   size_t bytes = 0;
   int device = 0;
   int mappings = 0;        // live cuMemMap mappings using it

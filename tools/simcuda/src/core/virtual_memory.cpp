@@ -9,11 +9,23 @@
 // multiples of the 2 MiB granularity, as on real devices. Like the real driver, a mapping
 // must lie inside one reservation, may not overlap another mapping (CUDA_ERROR_ALREADY_MAPPED)
 // and cuMemUnmap must cover whole mappings.
+//
+// Note [Physical arena]
+// A memfd per handle costs one file descriptor per 2 MiB page, and processes commonly may
+// open 20,000 files at most: 40 GiB of 2 MiB pages would exhaust them. So only handles
+// created as shareable (requestedHandleTypes with POSIX file descriptors, which can be
+// exported) get a memfd of their own; every other handle is a slice of one sparse,
+// process-wide memfd (the arena). Releasing a slice punches a hole so the memory is really
+// given back, and the slice's offsets are reused. As on real devices, exporting a handle
+// that was not created shareable fails.
 #include "virtual_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <map>
 
 #include "device_memory.h"
 #include "device_state.h"
@@ -23,6 +35,62 @@ namespace simcuda {
 namespace {
 
 bool granular(uint64_t value) { return value % kVmmGranularityBytes == 0; }
+
+// Note [Physical arena]. Guarded by the state lock like everything here.
+struct Arena {
+  int fd = -1;
+  std::map<size_t, size_t> free_ranges;  // offset -> bytes, coalesced
+};
+constexpr size_t kArenaBytes = size_t{1} << 44;  // 16 TiB of sparse file offsets
+
+Arena& arena_locked() {
+  static Arena arena;
+  if (arena.fd < 0) {
+    arena.fd = memfd_create("simcuda-physical-arena", MFD_CLOEXEC);
+    if (arena.fd >= 0 && ftruncate(arena.fd, static_cast<off_t>(kArenaBytes)) != 0) {
+      close(arena.fd);
+      arena.fd = -1;
+    }
+    if (arena.fd >= 0) arena.free_ranges.emplace(0, kArenaBytes);
+  }
+  return arena;
+}
+
+// First fit; returns false when the arena cannot provide `bytes`.
+bool arena_take_locked(size_t bytes, int* fd, size_t* offset) {
+  Arena& arena = arena_locked();
+  if (arena.fd < 0) return false;
+  for (auto at = arena.free_ranges.begin(); at != arena.free_ranges.end(); ++at) {
+    if (at->second < bytes) continue;
+    *offset = at->first;
+    *fd = arena.fd;
+    const size_t rest = at->second - bytes;
+    const size_t rest_offset = at->first + bytes;
+    arena.free_ranges.erase(at);
+    if (rest > 0) arena.free_ranges.emplace(rest_offset, rest);
+    return true;
+  }
+  return false;
+}
+
+void arena_give_back_locked(size_t offset, size_t bytes) {
+  Arena& arena = arena_locked();
+  fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+            static_cast<off_t>(bytes));
+  auto next = arena.free_ranges.lower_bound(offset);
+  if (next != arena.free_ranges.end() && offset + bytes == next->first) {
+    bytes += next->second;
+    next = arena.free_ranges.erase(next);
+  }
+  if (next != arena.free_ranges.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second == offset) {
+      previous->second += bytes;
+      return;
+    }
+  }
+  arena.free_ranges.emplace(offset, bytes);
+}
 
 const Reservation* reservation_containing_locked(uintptr_t begin, size_t bytes) {
   auto& reservations = state().reservations;
@@ -48,7 +116,8 @@ void drop_handle_if_unused_locked(uint64_t handle) {
   if (found == self.handles.end()) return;
   PhysicalHandle& physical = found->second;
   if (physical.references > 0 || physical.mappings > 0) return;
-  close(physical.fd);
+  if (physical.owns_fd) close(physical.fd);
+  else arena_give_back_locked(physical.fd_offset, physical.bytes);
   if (physical.counted) self.devices[static_cast<size_t>(physical.device)].used_bytes -= physical.bytes;
   self.handles.erase(found);
 }
@@ -103,15 +172,21 @@ CUresult create_handle_locked(uint64_t* out, size_t bytes, const CUmemAllocation
   Device& device = self.devices[static_cast<size_t>(properties.location.id)];
   if (bytes > device.capacity_bytes || device.used_bytes + bytes > device.capacity_bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  int fd = memfd_create("simcuda-physical", MFD_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    close(fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  const bool shareable = (properties.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+  PhysicalHandle physical;
+  if (shareable) {
+    int fd = memfd_create("simcuda-physical", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    physical.fd = fd;
+  } else {
+    if (!arena_take_locked(bytes, &physical.fd, &physical.fd_offset)) return CUDA_ERROR_OUT_OF_MEMORY;
+    physical.owns_fd = false;
   }
   uint64_t id = self.next_handle_id++;
-  PhysicalHandle physical;
-  physical.fd = fd;
   physical.bytes = bytes;
   physical.device = properties.location.id;
   physical.properties = properties;
@@ -141,7 +216,7 @@ CUresult map_locked(uintptr_t begin, size_t bytes, size_t offset, uint64_t handl
   if (reservation_containing_locked(begin, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (any_region_overlaps_locked(begin, begin + bytes)) return CUDA_ERROR_ALREADY_MAPPED;
   void* mapped = mmap(reinterpret_cast<void*>(begin), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, physical.fd,
-                      static_cast<off_t>(offset));
+                      static_cast<off_t>(physical.fd_offset + offset));
   if (mapped == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   Region region;
   region.begin = begin;
@@ -228,6 +303,8 @@ CUresult handle_properties_locked(CUmemAllocationProp* out, uint64_t handle) {
 CUresult export_handle_fd_locked(int* out, uint64_t handle) {
   auto found = state().handles.find(handle);
   if (found == state().handles.end()) return CUDA_ERROR_INVALID_VALUE;
+  // Only handles created shareable can be exported (Note [Physical arena]).
+  if (!found->second.owns_fd) return CUDA_ERROR_INVALID_VALUE;
   int fd = dup(found->second.fd);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *out = fd;
