@@ -2,6 +2,8 @@
 // FRAGLESS_CONF, created on first use and never destroyed (see allocator.hpp). When the
 // publish_stats option is on, it also publishes every device's stats for fragless-stats
 // (Note [Publishing stats] in fragless/stats_publisher.hpp) from a background thread.
+#include <vector>
+
 #include "core/allocator.hpp"
 #include "core/log.hpp"
 #include "fragless/stats_publisher.hpp"
@@ -10,15 +12,34 @@ namespace fragless::core {
 namespace {
 
 // Every 100 ms: publish each device's counters (cheap: no snapshot), and answer
-// fragless-stats' snapshot requests.
+// fragless-stats' snapshot requests. Layout figures (segments, inactive splits, largest
+// free block -- read off a snapshot) are refreshed once a second and carried in between,
+// so fragless-stats never shows a fragmentation computed from a missing largest block.
+constexpr int kLayoutEveryTicks = 10;
+
+void carry_layout(const device_stats& from, device_stats& to) noexcept {
+  to.segment = from.segment;
+  to.inactive_split = from.inactive_split;
+  to.inactive_split_bytes = from.inactive_split_bytes;
+  to.largest_free_block_bytes = from.largest_free_block_bytes;
+}
+
 void start_publishing(allocator& instance) {
   stats_publisher* publisher =
       stats_publisher::create([](std::string_view message) { log_message(log_level::warn, std::string(message)); })
           .release();  // lives as long as the allocator: never destroyed
   if (publisher == nullptr) return;
   publisher->start_background_thread(
-      [&instance](stats_publisher& target) {
-        for (device_cache* cache : instance.created_devices()) target.publish(cache->device(), cache->stats(false));
+      [&instance, tick = 0, last_layout = std::vector<device_stats>()](stats_publisher& target) mutable {
+        const bool with_layout = tick++ % kLayoutEveryTicks == 0;
+        for (device_cache* cache : instance.created_devices()) {
+          const auto index = static_cast<std::size_t>(cache->device());
+          if (last_layout.size() <= index) last_layout.resize(index + 1);
+          device_stats stats = cache->stats(with_layout);
+          if (with_layout) last_layout[index] = stats;
+          else carry_layout(last_layout[index], stats);
+          target.publish(cache->device(), stats);
+        }
       },
       [&instance] {
         memory_snapshot combined;

@@ -58,29 +58,47 @@ std::string format_svg_plot(const std::vector<result_row>& rows, const std::stri
     }
   }
   const int columns = traces.size() > 1 ? 2 : 1;
-  const double panel_width = 620, panel_height = 320, header = 70;
+  const double panel_width = 620, panel_height = 320;
   const double left = 70, right = 20, top = 40, bottom = 45;
   const int panel_rows = static_cast<int>((traces.size() + static_cast<std::size_t>(columns) - 1) / static_cast<std::size_t>(columns));
   const double width = panel_width * columns;
-  const double height = header + panel_height * std::max(1, panel_rows);
   const double gib = 1024.0 * 1024.0 * 1024.0;
+
+  // Legend items, wrapped onto as many rows as the width needs.
+  struct legend_entry {
+    std::string label, colour;
+    const char* dash;
+  };
+  std::vector<legend_entry> legend{{"live bytes", "black", "5,3"}, {"ideal", "#999999", "2,2"}};
+  for (std::size_t a = 0; a < allocators.size(); ++a)
+    legend.push_back({allocators[a] + " reserved", palette[a % std::size(palette)], nullptr});
+  auto entry_width = [](const legend_entry& entry) { return 40 + 7.0 * static_cast<double>(entry.label.size()); };
+  int legend_rows = 1;
+  for (double x = 20; const legend_entry& entry : legend) {
+    if (x + entry_width(entry) > width - 10 && x > 20) {
+      ++legend_rows;
+      x = 20;
+    }
+    x += entry_width(entry);
+  }
+  const double header = 52 + 18.0 * legend_rows;
+  const double height = header + panel_height * std::max(1, panel_rows);
 
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(height) +
                     "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += "<text x=\"" + num(width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"18\">" + xml_escape(title) + "</text>\n";
-  // Legend.
-  double legend_x = 20;
-  auto legend_item = [&](const std::string& label, const std::string& colour, const char* dash) {
-    svg += "<line x1=\"" + num(legend_x) + "\" y1=\"50\" x2=\"" + num(legend_x + 24) + "\" y2=\"50\" stroke=\"" + colour +
-           "\" stroke-width=\"2\"" + (dash != nullptr ? std::string(" stroke-dasharray=\"") + dash + "\"" : "") + "/>\n";
-    svg += "<text x=\"" + num(legend_x + 30) + "\" y=\"54\">" + xml_escape(label) + "</text>\n";
-    legend_x += 40 + 7.0 * static_cast<double>(label.size());
-  };
-  legend_item("live bytes", "black", "5,3");
-  legend_item("ideal", "#999999", "2,2");
-  for (std::size_t a = 0; a < allocators.size(); ++a) {
-    legend_item(allocators[a] + " reserved", palette[a % std::size(palette)], nullptr);
+  double legend_x = 20, legend_y = 50;
+  for (const legend_entry& entry : legend) {
+    if (legend_x + entry_width(entry) > width - 10 && legend_x > 20) {
+      legend_x = 20;
+      legend_y += 18;
+    }
+    svg += "<line x1=\"" + num(legend_x) + "\" y1=\"" + num(legend_y) + "\" x2=\"" + num(legend_x + 24) + "\" y2=\"" +
+           num(legend_y) + "\" stroke=\"" + entry.colour + "\" stroke-width=\"2\"" +
+           (entry.dash != nullptr ? std::string(" stroke-dasharray=\"") + entry.dash + "\"" : "") + "/>\n";
+    svg += "<text x=\"" + num(legend_x + 30) + "\" y=\"" + num(legend_y + 4) + "\">" + xml_escape(entry.label) + "</text>\n";
+    legend_x += entry_width(entry);
   }
 
   for (std::size_t p = 0; p < traces.size(); ++p) {
