@@ -1,0 +1,326 @@
+// The CUDAAllocator adapter over fragless's public API (see torch_allocator.hpp).
+#include "torch_allocator.hpp"
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "c10_conversion.hpp"
+#include "fragless/fragless.hpp"
+
+namespace fragless::torch {
+namespace {
+
+constexpr const char* private_pool_error =
+    "fragless does not support private memory pools (CUDA graph capture, torch.cuda.MemPool): it keeps one "
+    "cache per device without pool tags, so blocks of a pool could be reused outside it. Capture CUDA graphs "
+    "with PyTorch's native allocator.";
+constexpr const char* ipc_error =
+    "fragless does not support CUDA IPC (tensor sharing between processes): its blocks live in ranges of "
+    "mapped pages, not in whole cudaMalloc allocations that cudaIpcGetMemHandle can export. Share tensors "
+    "through the native allocator, or copy them to host memory.";
+
+stream_t as_fragless(cudaStream_t stream) { return static_cast<stream_t>(stream); }
+
+bool is_default_pool(c10::MempoolId_t id) { return id.first == 0 && id.second == 0; }
+
+int current_device() { return static_cast<int>(c10::cuda::current_device()); }
+
+}  // namespace
+
+torch_allocator& torch_allocator::instance() {
+  static auto* adapter = new torch_allocator();  // never destroyed: deleters may run at exit
+  return *adapter;
+}
+
+int torch_allocator::device_count() const { return static_cast<int>(c10::cuda::device_count()); }
+
+// ---- allocation (hot path) ----
+
+void* torch_allocator::allocate_block(std::size_t size_bytes, int device, cudaStream_t stream) {
+  void* pointer = nullptr;
+  try {
+    pointer = fragless::allocate(size_bytes, device, as_fragless(stream));
+  } catch (const fragless::out_of_memory_error& failure) {
+    raise_out_of_memory(failure.what(), size_bytes, device, stream);
+  } catch (const fragless::error& failure) {
+    TORCH_CHECK(false, "fragless: allocation of ", size_bytes, " bytes on device ", device,
+                " failed: ", failure.what());
+  }
+  if (pointer != nullptr && history_.tracking(c10::memoryProfilingEnabled())) {
+    history_.on_allocate(device, pointer, size_bytes, stream);
+    report_to_profiler(pointer, static_cast<std::int64_t>(size_bytes), device);
+  }
+  return pointer;
+}
+
+void torch_allocator::raise_out_of_memory(const std::string& message, std::size_t size_bytes, int device,
+                                          cudaStream_t stream) {
+  std::size_t device_free_bytes = 0;
+  std::size_t device_total_bytes = 0;
+  {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    if (cudaMemGetInfo(&device_free_bytes, &device_total_bytes) != cudaSuccess) (void)cudaGetLastError();
+  }
+  const device_stats stats = fragless::get_device_stats(device);
+  const auto allocated_bytes = static_cast<std::size_t>(stats.allocated_bytes[pool_all].current);
+  history_.on_out_of_memory(device, size_bytes, device_free_bytes, stream);
+  std::vector<c10_allocator::OutOfMemoryObserver> observers;
+  {
+    std::lock_guard lock(settings_mutex_);
+    observers = oom_observers_;
+  }
+  for (const auto& observer : observers) observer(device, allocated_bytes, device_total_bytes, device_free_bytes);
+  c10::reportOutOfMemoryToProfiler(static_cast<std::int64_t>(size_bytes), allocated_bytes,
+                                   static_cast<std::size_t>(stats.reserved_bytes[pool_all].current),
+                                   c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+  // fragless's message already has PyTorch's shape: "CUDA out of memory. Tried to allocate ...".
+  TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+}
+
+void torch_allocator::report_to_profiler(void* pointer, std::int64_t signed_size_bytes, int device) noexcept {
+  if (!c10::memoryProfilingEnabled()) return;
+  try {
+    const device_stats stats = fragless::get_device_stats(device);
+    c10::reportMemoryUsageToProfiler(pointer, signed_size_bytes,
+                                     static_cast<std::size_t>(stats.allocated_bytes[pool_all].current),
+                                     static_cast<std::size_t>(stats.reserved_bytes[pool_all].current),
+                                     c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+  } catch (...) {
+    // Free paths never throw; a lost profiler sample is the lesser harm.
+  }
+}
+
+void torch_allocator::free_block(void* pointer) noexcept {
+  if (pointer == nullptr) return;
+  std::optional<std::size_t> size_bytes;
+  int device = 0;
+  try {
+    if (history_.tracking(c10::memoryProfilingEnabled())) {
+      size_bytes = history_.on_free(pointer);
+      device = current_device();
+    }
+    fragless::deallocate(pointer);
+  } catch (const std::exception& failure) {
+    TORCH_WARN("fragless: freeing ", pointer, " failed: ", failure.what());
+    return;
+  }
+  if (size_bytes) report_to_profiler(pointer, -static_cast<std::int64_t>(*size_bytes), device);
+}
+
+void torch_allocator::delete_block(void* pointer) noexcept { instance().free_block(pointer); }
+
+c10::DataPtr torch_allocator::allocate(std::size_t size_bytes) {
+  const int device = current_device();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  void* pointer = allocate_block(size_bytes, device, stream);
+  return {pointer, pointer, &torch_allocator::delete_block,
+          c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device))};
+}
+
+c10::DeleterFnPtr torch_allocator::raw_deleter() const { return &torch_allocator::delete_block; }
+
+void torch_allocator::copy_data(void* destination, const void* source, std::size_t count) const {
+  C10_CUDA_CHECK(cudaMemcpy(destination, source, count, cudaMemcpyDeviceToDevice));
+}
+
+void* torch_allocator::raw_alloc(std::size_t size_bytes) {
+  const int device = current_device();
+  return allocate_block(size_bytes, device,
+                        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream());
+}
+
+void* torch_allocator::raw_alloc_with_stream(std::size_t size_bytes, cudaStream_t stream) {
+  return allocate_block(size_bytes, current_device(), stream);
+}
+
+void torch_allocator::raw_delete(void* pointer) { free_block(pointer); }
+
+void torch_allocator::recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) {
+  // Only blocks this adapter made (PyTorch does the same: views of other memory are ignored).
+  if (data.get() == nullptr || data.get_deleter() != &torch_allocator::delete_block) return;
+  try {
+    fragless::record_stream(data.get(), as_fragless(stream.stream()));
+  } catch (const fragless::error& failure) {
+    TORCH_CHECK(false, "fragless: recordStream failed: ", failure.what());
+  }
+}
+
+// ---- control and stats ----
+
+bool torch_allocator::initialized() { return initialized_.load(); }
+
+void torch_allocator::init(int device_count_hint) {
+  std::lock_guard lock(settings_mutex_);
+  if (memory_fractions_.size() < static_cast<std::size_t>(std::max(device_count_hint, 0)))
+    memory_fractions_.resize(static_cast<std::size_t>(device_count_hint), 1.0);
+  initialized_.store(true);
+}
+
+void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
+  TORCH_CHECK(is_default_pool(mempool_id), private_pool_error);
+  fragless::empty_cache(-1);
+}
+
+c10::CachingDeviceAllocator::DeviceStats torch_allocator::getDeviceStats(c10::DeviceIndex device) {
+  return to_c10(fragless::get_device_stats(device));
+}
+
+void torch_allocator::resetAccumulatedStats(c10::DeviceIndex device) { fragless::reset_accumulated_stats(device); }
+
+void torch_allocator::resetPeakStats(c10::DeviceIndex device) { fragless::reset_peak_stats(device); }
+
+double torch_allocator::getMemoryFraction(c10::DeviceIndex device) {
+  std::lock_guard lock(settings_mutex_);
+  const auto index = static_cast<std::size_t>(device);
+  return index < memory_fractions_.size() ? memory_fractions_[index] : 1.0;
+}
+
+void torch_allocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK(fraction > 0.0 && fraction <= 1.0, "fragless: invalid memory fraction ", fraction,
+              " (must be in (0, 1])");
+  fragless::set_memory_fraction(fraction, device);
+  std::lock_guard lock(settings_mutex_);
+  const auto index = static_cast<std::size_t>(device);
+  if (memory_fractions_.size() <= index) memory_fractions_.resize(index + 1, 1.0);
+  memory_fractions_[index] = fraction;
+}
+
+std::vector<c10_allocator::StreamSegmentSize> torch_allocator::getExpandableSegmentSizes(c10::DeviceIndex) {
+  // fragless's vmm backend maps pages into one reserved range per device, not one expandable
+  // segment per stream and pool: there are no per-stream segment sizes to report.
+  return {};
+}
+
+void torch_allocator::enable(bool value) {
+  TORCH_CHECK(value, "fragless cannot be disabled: PyTorch's disabled mode calls cudaMalloc/cudaFree per "
+              "tensor, and blocks fragless handed out must go back to fragless. Reinstall the native "
+              "allocator in a new process instead.");
+}
+
+bool torch_allocator::isEnabled() const { return true; }
+
+void torch_allocator::cacheInfo(c10::DeviceIndex device, std::size_t* largest_block_bytes) {
+  // PyTorch reports the largest cached free block; the snapshot has the exact figure.
+  std::size_t largest = 0;
+  for (const snapshot_segment& segment : fragless::snapshot(device).segments)
+    for (const snapshot_block& block : segment.blocks)
+      if (block.state == block_state::free) largest = std::max(largest, static_cast<std::size_t>(block.size_bytes));
+  if (largest_block_bytes != nullptr) *largest_block_bytes = largest;
+}
+
+void* torch_allocator::getBaseAllocation(void* pointer, std::size_t* size_bytes) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  for (int device = 0; device < device_count(); ++device) {
+    for (const snapshot_segment& segment : fragless::snapshot(device).segments) {
+      if (address >= segment.address && address < segment.address + segment.size_bytes) {
+        if (size_bytes != nullptr) *size_bytes = static_cast<std::size_t>(segment.size_bytes);
+        return reinterpret_cast<void*>(static_cast<std::uintptr_t>(segment.address));
+      }
+    }
+  }
+  TORCH_CHECK(false, "fragless: getBaseAllocation: ", pointer, " is not in memory fragless holds");
+}
+
+// ---- snapshot and history ----
+
+c10_allocator::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool include_traces) {
+  TORCH_CHECK(is_default_pool(mempool_id), private_pool_error);
+  c10_allocator::SnapshotInfo info{};
+  const int devices = device_count();
+  for (int device = 0; device < devices; ++device) {
+    const memory_snapshot snap = fragless::snapshot(device);
+    auto segments = to_c10_segments(snap);
+    info.segments.insert(info.segments.end(), std::make_move_iterator(segments.begin()),
+                         std::make_move_iterator(segments.end()));
+    if (device == 0) {
+      info.config_metadata.max_split_size =
+          snap.max_split_size < 0 ? SIZE_MAX : static_cast<std::size_t>(snap.max_split_size);
+      info.config_metadata.expandable_segments = fragless::backend_name(device) == "vmm";
+      info.config_metadata.last_allocator_settings = snap.settings;
+    }
+  }
+  if (include_traces) {
+    info.device_traces = history_.entries(devices);
+  } else {
+    info.device_traces.resize(static_cast<std::size_t>(devices));
+  }
+  return info;
+}
+
+bool torch_allocator::isHistoryEnabled() { return history_.enabled(); }
+
+void torch_allocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+                                    std::size_t alloc_trace_max_entries,
+                                    c10::CachingDeviceAllocator::RecordContext when, bool clear_history,
+                                    const std::vector<std::string>& skip_actions) {
+  history_.configure(enabled, context_recorder, alloc_trace_max_entries, when, clear_history, skip_actions);
+}
+
+void torch_allocator::attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) {
+  std::lock_guard lock(settings_mutex_);
+  oom_observers_.push_back(std::move(observer));
+}
+
+void torch_allocator::attachOomRejectionObserver(c10_allocator::OomRejectionObserver) {
+  // fragless never rejects an allocation pre-emptively, so this observer is never called.
+}
+
+void torch_allocator::attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) {
+  history_.add_tracker(std::move(tracker));
+}
+
+// ---- private pools, IPC, checkpoints: Note [Private pools], Note [IPC] ----
+
+void torch_allocator::beginAllocateToPool(c10::DeviceIndex, c10::MempoolId_t, std::function<bool(cudaStream_t)>) {
+  TORCH_CHECK(false, private_pool_error);
+}
+
+void torch_allocator::endAllocateToPool(c10::DeviceIndex, c10::MempoolId_t) { TORCH_CHECK(false, private_pool_error); }
+
+void torch_allocator::releasePool(c10::DeviceIndex, c10::MempoolId_t) {
+  // Nothing was ever allocated to a private pool (beginAllocateToPool refuses).
+}
+
+c10_allocator::ShareableHandle torch_allocator::shareIpcHandle(void*) { TORCH_CHECK(false, ipc_error); }
+
+std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string) { TORCH_CHECK(false, ipc_error); }
+
+std::shared_ptr<c10_allocator::AllocatorState> torch_allocator::getCheckpointState(c10::DeviceIndex,
+                                                                                    c10::MempoolId_t) {
+  TORCH_CHECK(false, private_pool_error);
+}
+
+c10_allocator::CheckpointDelta torch_allocator::setCheckpointPoolState(c10::DeviceIndex,
+                                                                       std::shared_ptr<c10_allocator::AllocatorState>) {
+  TORCH_CHECK(false, private_pool_error);
+}
+
+// ---- peers ----
+
+void torch_allocator::enablePeerAccess(c10::DeviceIndex device, c10::DeviceIndex device_to_access) {
+  c10::cuda::CUDAGuard guard(device);
+  const cudaError_t result = cudaDeviceEnablePeerAccess(device_to_access, 0);
+  if (result == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+    return;
+  }
+  C10_CUDA_CHECK(result);
+}
+
+cudaError_t torch_allocator::memcpyAsync(void* destination, int destination_device, const void* source,
+                                         int source_device, std::size_t count, cudaStream_t stream,
+                                         bool p2p_enabled) {
+  // Mapped (vmm) memory needs the Peer copy across devices unless peer access is enabled.
+  if (p2p_enabled || destination_device == source_device)
+    return cudaMemcpyAsync(destination, source, count, cudaMemcpyDeviceToDevice, stream);
+  return cudaMemcpyPeerAsync(destination, destination_device, source, source_device, count, stream);
+}
+
+std::string torch_allocator::name() { return "fragless"; }
+
+}  // namespace fragless::torch

@@ -1,0 +1,104 @@
+// fragless as a c10::cuda::CUDACachingAllocator::CUDAAllocator: the adapter PyTorch talks to
+// once fragless::torch::install() ran. Every method forwards to fragless's public API and
+// converts; what fragless cannot do fails with a message saying why.
+// Invariant: every pointer this adapter hands out came from fragless::allocate and goes back
+// through fragless::deallocate (DataPtr deleter or raw_delete), exactly once.
+//
+// Note [Private pools]
+// CUDA graph capture and torch.cuda.MemPool route allocations into private pools whose blocks
+// must never be reused outside the pool. fragless keeps one cache per device with no pool
+// tags, so it cannot honour that: beginAllocateToPool and the checkpoint calls fail with a
+// clear error (capture graphs with the native allocator); releasePool has nothing to release.
+//
+// Note [IPC]
+// cudaIpcGetMemHandle only works on whole cudaMalloc allocations; fragless's vmm backend maps
+// pages into reserved ranges (it would need cuMemExportToShareableHandle plus a handle format
+// other processes understand), so shareIpcHandle / getIpcDevPtr fail with that explanation.
+#pragma once
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trace_history.hpp"
+
+namespace fragless::torch {
+
+namespace c10_allocator = c10::cuda::CUDACachingAllocator;
+
+class torch_allocator final : public c10_allocator::CUDAAllocator {
+ public:
+  // ---- c10::Allocator ----
+  c10::DataPtr allocate(std::size_t size_bytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* destination, const void* source, std::size_t count) const override;
+
+  // ---- c10::DeviceAllocator ----
+  bool initialized() override;
+  void emptyCache(c10::MempoolId_t mempool_id) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+
+  // ---- CUDAAllocator ----
+  void* raw_alloc(std::size_t size_bytes) override;
+  void* raw_alloc_with_stream(std::size_t size_bytes, cudaStream_t stream) override;
+  void raw_delete(void* pointer) override;
+  void init(int device_count) override;
+  double getMemoryFraction(c10::DeviceIndex device) override;
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override;
+  std::vector<c10_allocator::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex device) override;
+  void enable(bool value) override;
+  bool isEnabled() const override;
+  void cacheInfo(c10::DeviceIndex device, std::size_t* largest_block_bytes) override;
+  void* getBaseAllocation(void* pointer, std::size_t* size_bytes) override;
+  using CUDAAllocator::recordStream;
+  void recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) override;
+  c10_allocator::SnapshotInfo snapshot(c10::MempoolId_t mempool_id, bool include_traces) override;
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                           std::function<bool(cudaStream_t)> filter) override;
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
+  c10_allocator::ShareableHandle shareIpcHandle(void* pointer) override;
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override;
+  bool isHistoryEnabled() override;
+  void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+                     std::size_t alloc_trace_max_entries, c10::CachingDeviceAllocator::RecordContext when,
+                     bool clear_history, const std::vector<std::string>& skip_actions) override;
+  void attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) override;
+  void attachOomRejectionObserver(c10_allocator::OomRejectionObserver observer) override;
+  void attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) override;
+  void enablePeerAccess(c10::DeviceIndex device, c10::DeviceIndex device_to_access) override;
+  cudaError_t memcpyAsync(void* destination, int destination_device, const void* source, int source_device,
+                          std::size_t count, cudaStream_t stream, bool p2p_enabled) override;
+  std::shared_ptr<c10_allocator::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+                                                                     c10::MempoolId_t id) override;
+  c10_allocator::CheckpointDelta setCheckpointPoolState(
+      c10::DeviceIndex device, std::shared_ptr<c10_allocator::AllocatorState> state) override;
+  std::string name() override;
+
+  // The one adapter of the process (never destroyed: DataPtr deleters may run at exit).
+  static torch_allocator& instance();
+  // The deleter of every DataPtr this adapter makes.
+  static void delete_block(void* pointer) noexcept;
+
+ private:
+  // Hot path: allocate on (device, stream), report to history and profiler.
+  void* allocate_block(std::size_t size_bytes, int device, cudaStream_t stream);
+  // Slow path, no lock held: observers, history, then throws c10::OutOfMemoryError.
+  [[noreturn]] void raise_out_of_memory(const std::string& message, std::size_t size_bytes, int device,
+                                        cudaStream_t stream);
+  void free_block(void* pointer) noexcept;
+  void report_to_profiler(void* pointer, std::int64_t signed_size_bytes, int device) noexcept;
+  int device_count() const;
+
+  trace_history history_;
+  std::mutex settings_mutex_;  // guards the fields below
+  std::vector<double> memory_fractions_;
+  std::vector<c10_allocator::OutOfMemoryObserver> oom_observers_;
+  std::atomic<bool> initialized_{false};
+};
+
+}  // namespace fragless::torch

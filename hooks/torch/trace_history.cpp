@@ -1,0 +1,119 @@
+// Ring buffers of trace entries and the live-block size table (see trace_history.hpp).
+#include "trace_history.hpp"
+
+#include <algorithm>
+
+namespace fragless::torch {
+namespace {
+
+using c10::CachingDeviceAllocator::RecordContext;
+using trace_entry = trace_history::trace_entry;
+
+const char* action_name(trace_entry::Action action) {
+  switch (action) {
+    case trace_entry::ALLOC: return "alloc";
+    case trace_entry::FREE_REQUESTED: return "free_requested";
+    case trace_entry::FREE_COMPLETED: return "free_completed";
+    case trace_entry::SEGMENT_ALLOC: return "segment_alloc";
+    case trace_entry::SEGMENT_FREE: return "segment_free";
+    case trace_entry::SEGMENT_MAP: return "segment_map";
+    case trace_entry::SEGMENT_UNMAP: return "segment_unmap";
+    case trace_entry::SNAPSHOT: return "snapshot";
+    case trace_entry::OOM: return "oom";
+    case trace_entry::ANNOTATE: return "annotate";
+  }
+  return "";
+}
+
+}  // namespace
+
+void trace_history::configure(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+                              std::size_t max_entries, RecordContext when, bool clear_history,
+                              const std::vector<std::string>& skip_actions) {
+  std::lock_guard lock(mutex_);
+  context_recorder_ = enabled ? context_recorder : nullptr;
+  when_ = enabled ? when : RecordContext::NEVER;
+  max_entries_ = std::max<std::size_t>(max_entries, 1);
+  skip_actions_ = skip_actions;
+  if (clear_history) rings_.clear();
+  enabled_.store(enabled, std::memory_order_relaxed);
+}
+
+void trace_history::on_allocate(int device, void* pointer, std::size_t size_bytes, void* stream) {
+  std::lock_guard lock(mutex_);
+  live_blocks_[pointer] = live_block{device, size_bytes, stream};
+  if (!enabled()) return;
+  std::shared_ptr<c10::GatheredContext> context;
+  if (context_recorder_ != nullptr && when_ >= RecordContext::STATE) context = context_recorder_();
+  write_locked(trace_entry(trace_entry::ALLOC, static_cast<c10::DeviceIndex>(device),
+                           reinterpret_cast<std::uintptr_t>(pointer), size_bytes, stream, {0, 0},
+                           c10::getApproximateTime(), std::move(context)));
+}
+
+std::optional<std::size_t> trace_history::on_free(void* pointer) {
+  std::lock_guard lock(mutex_);
+  auto found = live_blocks_.find(pointer);
+  if (found == live_blocks_.end()) return std::nullopt;  // Note [History of old blocks]
+  live_block block = found->second;
+  live_blocks_.erase(found);
+  if (enabled()) {
+    std::shared_ptr<c10::GatheredContext> context;
+    if (context_recorder_ != nullptr && when_ == RecordContext::ALL) context = context_recorder_();
+    const auto device = static_cast<c10::DeviceIndex>(block.device);
+    const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+    // Note [Free completion]
+    write_locked(trace_entry(trace_entry::FREE_REQUESTED, device, address, block.size_bytes, block.stream,
+                             {0, 0}, c10::getApproximateTime(), context));
+    write_locked(trace_entry(trace_entry::FREE_COMPLETED, device, address, block.size_bytes, block.stream,
+                             {0, 0}, c10::getApproximateTime(), std::move(context)));
+  }
+  return block.size_bytes;
+}
+
+void trace_history::on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes,
+                                     void* stream) {
+  if (!enabled()) return;
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<c10::GatheredContext> context;
+  if (context_recorder_ != nullptr && when_ >= RecordContext::STATE) context = context_recorder_();
+  write_locked(trace_entry(trace_entry::OOM, static_cast<c10::DeviceIndex>(device), device_free_bytes,
+                           size_bytes, stream, {0, 0}, c10::getApproximateTime(), std::move(context)));
+}
+
+void trace_history::add_tracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) {
+  std::lock_guard lock(mutex_);
+  trackers_.push_back(std::move(tracker));
+}
+
+std::vector<std::vector<trace_entry>> trace_history::entries(int device_count) const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::vector<trace_entry>> result(static_cast<std::size_t>(std::max(device_count, 0)));
+  for (const auto& [device, device_ring] : rings_) {
+    if (device < 0 || device >= device_count) continue;
+    auto& out = result[static_cast<std::size_t>(device)];
+    // Oldest first: the ring's tail [next, end) precedes its head [0, next).
+    const auto next = static_cast<std::ptrdiff_t>(device_ring.next);
+    out.insert(out.end(), device_ring.entries.begin() + next, device_ring.entries.end());
+    out.insert(out.end(), device_ring.entries.begin(), device_ring.entries.begin() + next);
+  }
+  return result;
+}
+
+bool trace_history::skipped_locked(trace_entry::Action action) const {
+  const std::string name = action_name(action);
+  return std::find(skip_actions_.begin(), skip_actions_.end(), name) != skip_actions_.end();
+}
+
+void trace_history::write_locked(trace_entry entry) {
+  for (const auto& tracker : trackers_) tracker(entry);
+  if (skipped_locked(entry.action_)) return;
+  ring& target = rings_[entry.device_];
+  if (target.entries.size() < max_entries_) {
+    target.entries.push_back(std::move(entry));
+  } else {
+    target.entries[target.next] = std::move(entry);
+    target.next = (target.next + 1) % target.entries.size();
+  }
+}
+
+}  // namespace fragless::torch

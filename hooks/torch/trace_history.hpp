@@ -1,0 +1,82 @@
+// The allocation history behind torch.cuda.memory._record_memory_history(): per-device ring
+// buffers of c10 TraceEntry, plus the sizes of live blocks (a free only gets a pointer, but
+// its trace entry and the profiler report need the size).
+// Invariant: sizes are tracked exactly while tracking() is true; blocks allocated while it
+// was false are unknown to it and their frees report size 0 (see Note [History of old blocks]).
+//
+// Note [Free completion]
+// fragless completes a free asynchronously when other streams still use the block
+// (record_stream) and does not tell its caller when. The history writes FREE_REQUESTED and
+// FREE_COMPLETED together at the user's free; memory_viz's timelines then show the block
+// gone at the free, where the native allocator would show it pending until its streams finish.
+//
+// Note [History of old blocks]
+// Like PyTorch's, the history only knows blocks allocated while recording: a block allocated
+// before gets no ALLOC entry, and its free is written with the size unknown (0).
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fragless::torch {
+
+class trace_history {
+ public:
+  using trace_entry = c10::CachingDeviceAllocator::TraceEntry;
+
+  // Settings of torch.cuda.memory._record_memory_history (CUDAAllocator::recordHistory).
+  void configure(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+                 std::size_t max_entries, c10::CachingDeviceAllocator::RecordContext when,
+                 bool clear_history, const std::vector<std::string>& skip_actions);
+  bool enabled() const noexcept { return enabled_.load(std::memory_order_relaxed); }
+  // Whether live block sizes are tracked (history or the profiler's memory view are on).
+  // Hot path: one relaxed load.
+  bool tracking(bool profiler_enabled) const noexcept { return profiler_enabled || enabled(); }
+
+  // Remembers a block's size; writes an ALLOC entry when recording.
+  void on_allocate(int device, void* pointer, std::size_t size_bytes, void* stream);
+  // Forgets the block and returns its size (nullopt if unknown); writes the free entries.
+  std::optional<std::size_t> on_free(void* pointer);
+  // Writes an OOM entry (addr_ is the device's free bytes, as PyTorch does).
+  void on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes, void* stream);
+
+  // Observers called with every entry written (attachAllocatorTraceTracker). Called under
+  // this object's lock: they must not call back into the allocator.
+  void add_tracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker);
+
+  // The entries of each device, oldest first (device_count lists).
+  std::vector<std::vector<trace_entry>> entries(int device_count) const;
+
+ private:
+  struct live_block {
+    int device;
+    std::size_t size_bytes;
+    void* stream;
+  };
+  struct ring {
+    std::vector<trace_entry> entries;
+    std::size_t next = 0;  // where the next entry goes once entries is full
+  };
+  // Caller holds mutex_.
+  void write_locked(trace_entry entry);
+  bool skipped_locked(trace_entry::Action action) const;
+
+  std::atomic<bool> enabled_{false};
+  mutable std::mutex mutex_;
+  c10::CachingDeviceAllocator::CreateContextFn context_recorder_ = nullptr;
+  c10::CachingDeviceAllocator::RecordContext when_ = c10::CachingDeviceAllocator::RecordContext::NEVER;
+  std::size_t max_entries_ = 0;
+  std::vector<std::string> skip_actions_;
+  std::unordered_map<int, ring> rings_;
+  std::unordered_map<void*, live_block> live_blocks_;
+  std::vector<c10::CachingDeviceAllocator::AllocatorTraceTracker> trackers_;
+};
+
+}  // namespace fragless::torch
