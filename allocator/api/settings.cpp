@@ -1,25 +1,54 @@
 // Maps the parsed FRAGLESS_CONF options (fragless_config's one options table) onto the
 // settings the core reads. Options the core does not implement yet are listed in
-// Note [Options not yet used].
+// Note [Options not yet used]. Invariant: every option the table documents either reaches
+// the core here or is listed in that Note with the reason.
+#include <algorithm>
+#include <cstdint>
+
 #include "core/allocator.hpp"
+#include "core/log.hpp"
+#include "core/size_classes.hpp"
 #include "fragless/options.hpp"
 
 namespace fragless::core {
+namespace {
+
+std::size_t bytes_or_unlimited(std::uint64_t value) noexcept {
+  return value == unlimited_bytes || value > SIZE_MAX ? SIZE_MAX : static_cast<std::size_t>(value);
+}
+
+}  // namespace
 
 // Note [Options not yet used]
-// release_threshold_bytes, garbage_collection_threshold, dedicated_mapping_threshold_bytes,
-// max_split_bytes, small_segment_bytes, large_segment_bytes, compact_threshold_bytes and
-// background_compaction are parsed (and validated) by fragless_config but not acted on by
-// this version of the core: free pages are kept until empty_cache/trim/OOM, blocks are
-// never "oversize", slabs are sized per class (Note [Size classes]) and the cudaMalloc
-// backend uses PyTorch's segment sizes.
+// compact_threshold_bytes and background_compaction are parsed (and validated) by
+// fragless_config but not acted on: they belong to page compaction (moving live pages out
+// of free holes), a later piece of work. Free pages are only moved when an allocation
+// needs one (Note [Page cache]).
+//
+// Options with a narrower meaning than their table entry:
+//  - small_max_bytes is capped at 64 KiB, the largest size class (Note [Size classes]):
+//    a larger value serves requests above 64 KiB from the large pool anyway. The table's
+//    default (1 MiB) is kept for compatibility and is silently capped; any other value
+//    above the cap logs a warning.
+//  - small_segment_bytes / large_segment_bytes size cudaMalloc-mode segments only
+//    (Note [Segment sizes]); in VMM mode memory grows by physical pages and slabs are
+//    sized per class.
+//  - max_split_bytes never splitting a cached block applies to cudaMalloc mode; in VMM
+//    mode it only sets the oversize threshold of the stats (Note [Max split size]).
 cache_settings settings_from_options(const options& values) {
   cache_settings settings;
   settings.use_vmm = values.backend != backend_kind::cuda_malloc;
-  settings.reserved_limit_bytes = values.max_cached_bytes == unlimited_bytes
-                                      ? SIZE_MAX
-                                      : static_cast<std::size_t>(values.max_cached_bytes);
+  settings.reserved_limit_bytes = bytes_or_unlimited(values.max_cached_bytes);
   settings.small_limit_bytes = static_cast<std::size_t>(values.small_max_bytes);
+  if (values.small_max_bytes > kSmallLimitBytes && values.small_max_bytes != options{}.small_max_bytes)
+    log_message(log_level::warn, "small_max_bytes " + std::to_string(values.small_max_bytes) +
+                                     " is above the largest size class (65536 bytes): requests above 64 KiB "
+                                     "are served by the large pool");
+  settings.release_threshold_bytes = bytes_or_unlimited(values.release_threshold_bytes);
+  settings.garbage_collection_fraction = values.garbage_collection_threshold;
+  settings.max_split_bytes = bytes_or_unlimited(values.max_split_bytes);
+  settings.small_segment_bytes = static_cast<std::size_t>(values.small_segment_bytes);
+  settings.large_segment_bytes = static_cast<std::size_t>(values.large_segment_bytes);
   return settings;
 }
 

@@ -86,7 +86,9 @@ void device_cache::initialize() {
                                  "ordering (test-only)");
   large_.set_skip_stream_waits(settings_.unsafe_skip_stream_waits);
   large_.set_reserved_limit(settings_.reserved_limit_bytes);
-  stats_.max_split_size = -1;  // blocks are never "oversize" (Note [Options not yet used])
+  large_.set_segment_sizes(settings_.small_segment_bytes, settings_.large_segment_bytes);
+  large_.set_max_split(settings_.max_split_bytes);
+  stats_.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : as_signed(settings_.max_split_bytes);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -210,13 +212,14 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
 
 void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) {
   shard_for(stream);  // checks the stream's device once per stream
-  const std::size_t size_bytes = rounded_request_bytes(request_bytes);
+  std::size_t size_bytes = rounded_request_bytes(request_bytes);
   std::uintptr_t address = 0;
   {
     std::lock_guard<std::mutex> lock(device_mutex_);
-    address = place_large_locked(size_bytes, request_bytes, stream);
+    address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
     const small_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    if (size_bytes >= settings_.max_split_bytes) stats_.oversize_allocations.increase(1);
     stats_.allocation[pool_large].increase(1);
     stats_.active[pool_large].increase(1);
     stats_.allocated_bytes[pool_large].increase(as_signed(size_bytes));
@@ -241,17 +244,17 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) 
 // Only then fail (num_ooms) with PyTorch's message shape. Nothing is changed by a failure
 // beyond the cache having been emptied.
 std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::size_t request_bytes,
-                                                stream_id stream) {
+                                                stream_id stream, std::size_t* placed_bytes) {
   if (!pending_large_.empty()) process_pending_locked(false);
   std::uintptr_t address = 0;
-  backend::status result = large_.allocate(size_bytes, stream, &address);
+  backend::status result = allocate_with_collection_locked(size_bytes, stream, &address, placed_bytes);
   if (result == backend::status::out_of_memory) {
     {
       std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       ++stats_.num_alloc_retries;
     }
     release_cache_locked(0);
-    result = large_.allocate(size_bytes, stream, &address);
+    result = large_.allocate(size_bytes, stream, &address, placed_bytes);
   }
   if (result == backend::status::out_of_memory && last_release_synchronized_) {
     // Pages the failed attempt mapped are cached now; give them back too. Safe without
@@ -259,6 +262,7 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     // since, so no block was freed into the cache meanwhile.
     large_.release_cached(0);
   }
+  if (result == backend::status::ok) release_above_threshold_locked();
   account_device_locked();
   if (result == backend::status::ok) return address;
   if (result == backend::status::out_of_memory) {
@@ -276,6 +280,35 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     log_message(log_level::debug, "device " + std::to_string(device_) + ": " + backend_.last_error_text());
   throw device_error("fragless: device " + std::to_string(device_) + " failed to provide " +
                      format_bytes(size_bytes) + ": " + backend_.last_error_text());
+}
+
+// Holds device_mutex_. Note [Release threshold] (garbage collection): above the threshold,
+// first try without growing; release idle cache and retry only if that fails.
+backend::status device_cache::allocate_with_collection_locked(std::size_t size_bytes, stream_id stream,
+                                                              std::uintptr_t* address,
+                                                              std::size_t* placed_bytes) noexcept {
+  const double fraction = settings_.garbage_collection_fraction;
+  if (!(fraction > 0.0)) return large_.allocate(size_bytes, stream, address, placed_bytes);
+  const std::size_t limit = large_.reserved_limit_bytes();
+  const std::size_t allowed = static_cast<std::size_t>(std::min<std::uint64_t>(capacity_bytes_, limit));
+  const auto target = static_cast<std::size_t>(fraction * static_cast<double>(allowed));
+  const std::size_t reserved = large_.reserved_bytes();
+  if (reserved <= target) return large_.allocate(size_bytes, stream, address, placed_bytes);
+  large_.set_reserved_limit(std::min(limit, reserved));  // no growth on this attempt
+  backend::status result = large_.allocate(size_bytes, stream, address, placed_bytes);
+  large_.set_reserved_limit(limit);
+  if (result != backend::status::out_of_memory) return result;
+  const std::size_t cached = large_.cached_free_bytes();
+  const std::size_t excess = large_.reserved_bytes() - std::min(large_.reserved_bytes(), target);
+  large_.release_idle_cached(cached - std::min(cached, excess));
+  return large_.allocate(size_bytes, stream, address, placed_bytes);
+}
+
+// Holds device_mutex_. Note [Release threshold].
+void device_cache::release_above_threshold_locked() noexcept {
+  if (settings_.release_threshold_bytes == SIZE_MAX) return;
+  if (large_.cached_free_bytes() <= settings_.release_threshold_bytes) return;
+  large_.release_idle_cached(settings_.release_threshold_bytes);
 }
 
 void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
@@ -367,6 +400,7 @@ void device_cache::record_free_stats(const live_block& block, bool deactivate) n
   stats_.allocation[pool_large].decrease(1);
   stats_.allocated_bytes[pool_large].decrease(as_signed(block.size_bytes));
   stats_.requested_bytes[pool_large].decrease(as_signed(block.requested_bytes));
+  if (block.size_bytes >= settings_.max_split_bytes) stats_.oversize_allocations.decrease(1);
   if (!deactivate) return;
   stats_.active[pool_large].decrease(1);
   stats_.active_bytes[pool_large].decrease(as_signed(block.size_bytes));
@@ -414,6 +448,10 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
     if (surplus != nullptr) {
       std::lock_guard<std::mutex> lock(device_mutex_);
       return_slab_locked(shard, surplus);
+      if (settings_.release_threshold_bytes != SIZE_MAX) {
+        release_above_threshold_locked();
+        account_device_locked();
+      }
     }
     return;
   }
@@ -434,6 +472,10 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
   }
   large_.release(address, block.size_bytes, streams);
   record_free_stats(block, true);
+  if (settings_.release_threshold_bytes != SIZE_MAX) {
+    release_above_threshold_locked();
+    account_device_locked();
+  }
 }
 
 // Holds device_mutex_ (the slab is already unlinked from its shard's lists).

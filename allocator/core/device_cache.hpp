@@ -57,7 +57,25 @@ struct cache_settings {
   bool unsafe_skip_stream_waits = false;
   std::size_t reserved_limit_bytes = SIZE_MAX;           // max_cached_bytes
   std::size_t small_limit_bytes = 1024 * 1024;           // small_max_bytes, capped at kSmallLimitBytes
+  std::size_t release_threshold_bytes = SIZE_MAX;        // Note [Release threshold]
+  double garbage_collection_fraction = 0.0;              // Note [Release threshold]; 0: off
+  std::size_t max_split_bytes = SIZE_MAX;                // Note [Max split size]
+  std::size_t small_segment_bytes = std::size_t{2} << 20;   // Note [Segment sizes]
+  std::size_t large_segment_bytes = std::size_t{20} << 20;  // Note [Segment sizes]
 };
+
+// Note [Release threshold]
+// Cached free memory (free pages in VMM mode, whole free segments in cudaMalloc mode) is
+// kept for reuse by default. Two options return it early, at slow-path points only (a
+// large allocation, a large free, a slab going back to the large pool), never with a
+// device synchronization: large_pool::release_idle_cached() releases only memory no
+// stream can still touch (Note [Page cache]); memory a stream might still touch stays
+// cached until a later slow-path point finds it idle.
+//  - release_threshold_bytes: after such a point, cached bytes above the threshold go.
+//  - garbage_collection_threshold (fraction f): when an allocation would grow reserved
+//    memory while reserved memory exceeds f x the allowed memory (capacity, lowered by
+//    set_memory_fraction / max_cached_bytes), cached memory is released first, down to
+//    f x allowed if the cache holds that much, and the allocation is retried.
 
 class device_cache {
  public:
@@ -96,7 +114,13 @@ class device_cache {
   void* allocate_small(std::size_t request_bytes, stream_id stream);
   void* allocate_large(std::size_t request_bytes, stream_id stream);
   // Slow paths. All hold device_mutex_.
-  std::uintptr_t place_large_locked(std::size_t size_bytes, std::size_t request_bytes, stream_id stream);
+  // `placed_bytes` (if given) receives the block's size (Note [Max split size]).
+  std::uintptr_t place_large_locked(std::size_t size_bytes, std::size_t request_bytes, stream_id stream,
+                                    std::size_t* placed_bytes = nullptr);
+  backend::status allocate_with_collection_locked(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                                  std::size_t* placed_bytes) noexcept;
+  // Note [Release threshold]: releases idle cached bytes above release_threshold_bytes.
+  void release_above_threshold_locked() noexcept;
   void process_pending_locked(bool device_synchronized) noexcept;
   std::size_t release_cache_locked(std::size_t bytes_to_keep) noexcept;
   void account_device_locked() noexcept;

@@ -96,7 +96,16 @@ device_stats device_cache::stats(bool with_layout) {
       target.peak = std::max(target.peak, value);
     }
   }
-  if (with_layout) stats_.largest_free_block_bytes = shape.largest_free_block_bytes;
+  if (with_layout) {
+    stats_.largest_free_block_bytes = shape.largest_free_block_bytes;
+    // Oversize segments are a layout figure too (Note [Max split size]).
+    stat& target = stats_.oversize_segments;
+    const std::int64_t value = shape.oversize_segments.current;
+    if (value > target.current) target.allocated += value - target.current;
+    else target.freed += target.current - value;
+    target.current = value;
+    target.peak = std::max(target.peak, value);
+  }
   sample_peaks_locked(sums);
   device_stats copy = stats_;
   for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
@@ -120,6 +129,7 @@ std::uint64_t stream_number(stream_id stream) noexcept { return reinterpret_cast
 memory_snapshot device_cache::snapshot() {
   memory_snapshot snap;
   snap.device_count = device_ + 1;
+  snap.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : static_cast<std::int64_t>(settings_.max_split_bytes);
   std::lock_guard<std::mutex> lock(device_mutex_);
   // Live and pending blocks, and slabs, by address.
   std::map<std::uintptr_t, snapshot_block> large_blocks;

@@ -17,13 +17,6 @@ std::int64_t now_ns() noexcept {
       .count();
 }
 
-// PyTorch's segment sizes, so the cudaMalloc backend behaves like the native allocator.
-std::size_t segment_size_for(std::size_t size_bytes) noexcept {
-  if (size_bytes <= kMiB) return 2 * kMiB;
-  if (size_bytes < 10 * kMiB) return 20 * kMiB;
-  return round_up(size_bytes, 2 * kMiB);
-}
-
 // How many cached pages an allocation inspects before creating a new one instead.
 constexpr int kMoveCandidates = 8;
 
@@ -129,9 +122,12 @@ std::vector<reserved_region> large_pool::reserved_regions() const {
   return regions;
 }
 
-backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) noexcept {
+backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                     std::size_t* placed_bytes) noexcept {
   try {
-    return uses_vmm_ ? allocate_vmm(size_bytes, stream, address) : allocate_segment(size_bytes, stream, address);
+    if (placed_bytes != nullptr) *placed_bytes = size_bytes;
+    return uses_vmm_ ? allocate_vmm(size_bytes, stream, address)
+                     : allocate_segment(size_bytes, stream, address, placed_bytes);
   } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
     return backend::status::error;
   }
@@ -207,19 +203,7 @@ bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::p
     const std::size_t page = *at;
     if (page >= first && page < end) continue;
     ++inspected;
-    std::optional<free_range> range = index_.containing(pages_.page_address(page));
-    if (range && !range->streams.empty()) {
-      bool idle = true;
-      for (stream_id stream : range->streams.streams())
-        if (events_.stream_idle(stream) != backend::status::ok) {
-          idle = false;
-          break;
-        }
-      if (!idle) continue;
-      // Every stream of the range is idle now: the whole range is clean.
-      index_.carve(range->address, range->size_bytes);
-      index_.insert(free_range{range->address, range->size_bytes, range->segment_id, {}});
-    }
+    if (!make_range_idle(pages_.page_address(page))) continue;
     const std::int64_t start = now_ns();
     if (backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes()) != backend::status::ok) continue;
     counters_.unmap_ns += now_ns() - start;
@@ -229,6 +213,21 @@ bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::p
     return true;
   }
   return false;
+}
+
+bool large_pool::make_range_idle(std::uintptr_t address) noexcept {
+  std::optional<free_range> range = index_.containing(address);
+  if (!range || range->streams.empty()) return true;
+  for (stream_id stream : range->streams.streams())
+    if (events_.stream_idle(stream) != backend::status::ok) return false;
+  // Every stream of the range is idle now: the whole range is clean.
+  try {
+    index_.carve(range->address, range->size_bytes);
+    index_.insert(free_range{range->address, range->size_bytes, range->segment_id, {}});
+  } catch (...) {
+    return false;
+  }
+  return true;
 }
 
 backend::status large_pool::map_page(std::size_t page, backend::physical_handle handle) noexcept {
@@ -260,8 +259,26 @@ void large_pool::release_handle(backend::physical_handle handle) noexcept {
   }
 }
 
-backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) {
+// Note [Segment sizes]
+std::size_t large_pool::segment_size_for(std::size_t size_bytes) const noexcept {
+  if (size_bytes <= small_segment_bytes_ / 2) return small_segment_bytes_;
+  if (size_bytes < large_segment_bytes_ / 2) return large_segment_bytes_;
+  return round_up(size_bytes, 2 * kMiB);
+}
+
+// Note [Max split size]
+std::optional<free_range> large_pool::segment_fit(std::size_t size_bytes) const {
   std::optional<free_range> range = index_.best_fit(size_bytes);
+  if (!range || max_split_bytes_ == SIZE_MAX) return range;
+  // Best fit is the smallest fitting range: if it is too large, every other one is too.
+  if (size_bytes < max_split_bytes_ && range->size_bytes >= max_split_bytes_) return std::nullopt;
+  if (size_bytes >= max_split_bytes_ && range->size_bytes - size_bytes >= large_segment_bytes_) return std::nullopt;
+  return range;
+}
+
+backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                             std::size_t* placed_bytes) {
+  std::optional<free_range> range = segment_fit(size_bytes);
   if (!range) {
     const std::size_t segment_bytes = segment_size_for(size_bytes);
     if (segment_bytes_ + segment_bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
@@ -284,8 +301,11 @@ backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id s
   }
   backend::status result = order_after_streams(*range, stream);
   if (result != backend::status::ok) return result;
-  index_.carve(range->address, size_bytes);
+  // Note [Max split size]: an oversize block takes its whole range, never splitting it.
+  const std::size_t take_bytes = size_bytes >= max_split_bytes_ ? range->size_bytes : size_bytes;
+  index_.carve(range->address, take_bytes);
   *address = range->address;
+  if (placed_bytes != nullptr) *placed_bytes = take_bytes;
   return backend::status::ok;
 }
 
@@ -306,6 +326,49 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
 
 std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
   return uses_vmm_ ? release_cached_pages(bytes_to_keep) : release_cached_segments(bytes_to_keep);
+}
+
+// Note [Release threshold]: like release_cached, but without a device synchronization, so
+// only memory whose free range is idle now goes; the rest waits for a later call.
+std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept {
+  std::size_t released = 0;
+  std::size_t cached = cached_free_bytes();
+  if (cached <= bytes_to_keep) return 0;
+  if (uses_vmm_) {
+    std::vector<std::size_t> pages;
+    try {
+      pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
+    } catch (...) {
+      return 0;
+    }
+    for (std::size_t page : pages) {
+      if (cached <= bytes_to_keep) break;
+      if (!make_range_idle(pages_.page_address(page))) continue;
+      const std::size_t before = pages_.mapped_count();
+      unmap_page(page);
+      if (pages_.mapped_count() < before) {
+        released += pages_.page_bytes();
+        cached -= pages_.page_bytes();
+      }
+    }
+    return released;
+  }
+  for (auto at = segments_.begin(); at != segments_.end() && cached > bytes_to_keep;) {
+    const auto [base, size] = *at;
+    auto range = index_.containing(base);
+    if (!range || range->address != base || range->size_bytes != size || !make_range_idle(base) ||
+        backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
+      ++at;
+      continue;
+    }
+    ++counters_.device_free;
+    index_.carve(base, size);
+    segment_bytes_ -= size;
+    released += size;
+    cached -= size;
+    at = segments_.erase(at);
+  }
+  return released;
 }
 
 std::size_t large_pool::release_cached_pages(std::size_t bytes_to_keep) noexcept {

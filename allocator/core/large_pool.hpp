@@ -3,8 +3,8 @@
 //  - VMM (default where supported): one large reserved virtual range; blocks are packed
 //    best-fit, address-ordered, at 512 B granularity inside it; 2 MiB physical pages are
 //    mapped under a block when it needs them (Note [Page cache]).
-//  - cudaMalloc: PyTorch-like segments (2 MiB for <= 1 MiB, 20 MiB for < 10 MiB, else the
-//    size rounded to 2 MiB); only whole free segments are ever released.
+//  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
+//    are ever released.
 // Invariant: every live block lies in reserved memory (mapped pages / a live segment); the
 // free index holds exactly the address space that is neither live nor pending.
 // Not thread-safe: the device cache holds the device lock around every call.
@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -30,7 +31,28 @@ namespace fragless::core {
 // (unmapped and its physical handle mapped at the new place, no cuMemCreate), and only if
 // no stream may still touch it (checked with a pooled event, never by blocking). Cached
 // pages are released for good by empty_cache(), trim() and the OOM path, all of which
-// synchronize the device first.
+// synchronize the device first, and by release_idle_cached() (Note [Release threshold]),
+// which never synchronizes: it releases only pages whose free range no stream can still
+// touch (every remembered stream answered idle to a pooled event) and leaves the others
+// cached until a later call finds them idle.
+
+// Note [Segment sizes]
+// cudaMalloc mode obtains segments as PyTorch does, with the two sizes configurable
+// (small_segment_bytes, large_segment_bytes; defaults 2 MiB and 20 MiB, PyTorch's
+// kSmallBuffer and kLargeBuffer): a request of at most half a small segment gets a small
+// segment, one below half a large segment gets a large segment, anything else a segment
+// of its own size rounded to 2 MiB. In VMM mode they do not apply: memory grows one
+// physical page at a time and slabs are sized per class (Note [Size classes]).
+
+// Note [Max split size]
+// max_split_bytes (PyTorch's max_split_size) in cudaMalloc mode: a cached free range of at
+// least that size is never split for a smaller request (it stays whole for the next large
+// one, and such a request gets a new segment instead); a request of at least that size
+// takes a free range only if the range exceeds it by less than a large segment (PyTorch's
+// kLargeBuffer slack), and then takes the whole range so an oversize range is never split.
+// In VMM mode free ranges are address space, not memory: splitting one strands no
+// physical page (cached pages move, Note [Page cache]), so the option only sets the
+// oversize threshold of the stats there.
 
 // Device-call counters of a large pool (the device cache folds them into the stats).
 struct large_pool_counters {
@@ -66,7 +88,10 @@ class large_pool {
   // Places a block of `size_bytes` (a multiple of 512) for `stream`. On success the block
   // is live, backed by reserved memory, and `stream` is ordered after every other stream
   // that may still touch it. out_of_memory: no room within the device or the limit.
-  backend::status allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) noexcept;
+  // `placed_bytes`, if given, receives the block's size: more than `size_bytes` when a
+  // whole oversize range was taken (Note [Max split size]).
+  backend::status allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                           std::size_t* placed_bytes = nullptr) noexcept;
   // Returns a block to the free index; `streams` may still have work touching it.
   void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept;
 
@@ -75,6 +100,18 @@ class large_pool {
   // `bytes_to_keep` of it is left. Returns the bytes released.
   std::size_t release_cached(std::size_t bytes_to_keep) noexcept;
   void forget_streams() noexcept { index_.forget_streams(); }
+  // No precondition (Note [Release threshold]): releases cached free pages / whole free
+  // segments no stream can still touch until at most `bytes_to_keep` cached bytes are
+  // left, without a device synchronization. Returns the bytes released.
+  std::size_t release_idle_cached(std::size_t bytes_to_keep) noexcept;
+
+  // cudaMalloc mode segment sizes (Note [Segment sizes]).
+  void set_segment_sizes(std::size_t small_segment_bytes, std::size_t large_segment_bytes) noexcept {
+    small_segment_bytes_ = small_segment_bytes;
+    large_segment_bytes_ = large_segment_bytes;
+  }
+  // Note [Max split size]; SIZE_MAX: no limit.
+  void set_max_split(std::size_t max_split_bytes) noexcept { max_split_bytes_ = max_split_bytes; }
 
   void set_reserved_limit(std::size_t limit_bytes) noexcept { reserved_limit_bytes_ = limit_bytes; }
   std::size_t reserved_limit_bytes() const noexcept { return reserved_limit_bytes_; }
@@ -93,10 +130,17 @@ class large_pool {
 
  private:
   backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address);
-  backend::status allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address);
+  backend::status allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                   std::size_t* placed_bytes);
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
   backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept;
   bool take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
+  // Is the free range at `address` one no stream can still touch? Makes it clean (forgets
+  // its streams) when every remembered stream is idle now.
+  bool make_range_idle(std::uintptr_t address) noexcept;
+  std::size_t segment_size_for(std::size_t size_bytes) const noexcept;
+  // cudaMalloc mode best fit under Note [Max split size].
+  std::optional<free_range> segment_fit(std::size_t size_bytes) const;
   backend::status map_page(std::size_t page, backend::physical_handle handle) noexcept;
   void unmap_page(std::size_t page) noexcept;
   std::size_t release_cached_pages(std::size_t bytes_to_keep) noexcept;
@@ -120,6 +164,9 @@ class large_pool {
   // cudaMalloc mode: segment base -> size
   std::map<std::uintptr_t, std::size_t> segments_;
   std::size_t segment_bytes_ = 0;
+  std::size_t small_segment_bytes_ = std::size_t{2} << 20;
+  std::size_t large_segment_bytes_ = std::size_t{20} << 20;
+  std::size_t max_split_bytes_ = SIZE_MAX;
   std::uint64_t next_segment_id_ = 1;
 };
 

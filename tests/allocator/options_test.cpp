@@ -1,0 +1,273 @@
+// The cache options of the core, driven by the fake backend: release_threshold_bytes,
+// garbage_collection_threshold, max_split_bytes (with the oversize stats) and the
+// cudaMalloc-mode segment sizes. Each case runs the same steps with the option off and
+// on and asserts on device memory (fake backend counters) and stats, so it fails when the
+// option has no effect. No timing: "a stream may still touch it" is the fake's
+// events_complete switch.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <random>
+
+#include "consistency.hpp"
+#include "core/allocator.hpp"
+#include "fake_backend.hpp"
+
+using namespace fragless;
+using fragless::testing::fake_backend;
+
+namespace {
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+struct fixture {
+  fake_backend* device_backend;
+  core::allocator instance;
+  fixture(std::uint64_t capacity, const core::cache_settings& settings)
+      : device_backend(new fake_backend(capacity, settings.use_vmm)),
+        instance(std::unique_ptr<backend::backend>(device_backend), settings) {}
+  core::device_cache& cache() { return instance.device(0); }
+  void check() { fragless::testing::check_consistency(cache().snapshot(), cache().stats()); }
+};
+
+core::cache_settings mode(bool vmm) {
+  core::cache_settings settings;
+  settings.use_vmm = vmm;
+  return settings;
+}
+
+void* stream_number(std::uintptr_t n) { return reinterpret_cast<void*>(n); }
+
+}  // namespace
+
+TEST_CASE("release_threshold_bytes: idle cached memory above it goes at the next slow path", "[options]") {
+  const bool vmm = GENERATE(true, false);
+  const bool enabled = GENERATE(false, true);
+  INFO("vmm " << vmm << ", threshold " << (enabled ? "0" : "unlimited"));
+  core::cache_settings settings = mode(vmm);
+  if (enabled) settings.release_threshold_bytes = 0;
+  fixture f(kGiB, settings);
+  void* keep = f.instance.allocate(1 * kMiB, 0, stream_number(1));
+  const std::uint64_t base_bytes = f.device_backend->used_bytes();
+  void* block = f.instance.allocate(40 * kMiB, 0, stream_number(1));
+  REQUIRE(f.device_backend->used_bytes() == base_bytes + 40 * kMiB);
+
+  // Stream 1 may still touch the freed block: it stays cached whatever the threshold.
+  f.device_backend->events_complete = false;
+  f.instance.deallocate(block);
+  CHECK(f.device_backend->used_bytes() == base_bytes + 40 * kMiB);
+  f.check();
+
+  // Now stream 1 is idle: the next slow-path point (a large allocation) releases it.
+  f.device_backend->events_complete = true;
+  void* next = f.instance.allocate(2 * kMiB, 0, stream_number(1));
+  f.check();
+  f.instance.deallocate(next);
+  f.check();
+  if (enabled)
+    CHECK(f.device_backend->used_bytes() == base_bytes);
+  else
+    CHECK(f.device_backend->used_bytes() >= base_bytes + 40 * kMiB);
+  const device_stats stats = f.cache().stats();
+  CHECK(stats.num_sync_all_streams == 0);  // never by a device synchronization
+  CHECK(f.device_backend->syncs == 0);
+  f.instance.deallocate(keep);
+}
+
+TEST_CASE("release_threshold_bytes: the cache keeps up to the threshold (VMM pages)", "[options]") {
+  core::cache_settings settings = mode(true);
+  settings.release_threshold_bytes = 10 * kMiB;
+  fixture f(kGiB, settings);
+  void* block = f.instance.allocate(40 * kMiB, 0, stream_number(1));
+  f.instance.deallocate(block);  // a large free is a slow-path point
+  CHECK(f.device_backend->mapped_bytes() == 10 * kMiB);
+  CHECK(f.cache().stats().reserved_bytes[pool_all].current == static_cast<std::int64_t>(10 * kMiB));
+  f.check();
+}
+
+TEST_CASE("garbage_collection_threshold: cached segments go before growing above it", "[options]") {
+  const bool enabled = GENERATE(false, true);
+  const bool streams_idle = GENERATE(true, false);
+  INFO("gc " << enabled << ", idle " << streams_idle);
+  core::cache_settings settings = mode(false);
+  if (enabled) settings.garbage_collection_fraction = 0.5;
+  fixture f(kGiB, settings);
+  void* a = f.instance.allocate(300 * kMiB, 0, stream_number(1));
+  void* b = f.instance.allocate(300 * kMiB, 0, stream_number(1));
+  f.device_backend->events_complete = streams_idle;
+  f.instance.deallocate(a);  // 600 MiB reserved, 300 MiB of it a cached free segment
+  f.device_backend->events_complete = true;
+  if (!streams_idle) f.device_backend->events_complete = false;
+  void* c = f.instance.allocate(400 * kMiB, 0, stream_number(1));  // fits no cached segment
+  f.check();
+  if (enabled && streams_idle)
+    CHECK(f.device_backend->used_bytes() == 700 * kMiB);  // a's segment released first
+  else
+    CHECK(f.device_backend->used_bytes() == 1000 * kMiB);  // kept (off, or a stream may touch it)
+  CHECK(f.device_backend->syncs == 0);
+  f.device_backend->events_complete = true;
+  f.instance.deallocate(b);
+  f.instance.deallocate(c);
+  f.check();
+}
+
+TEST_CASE("garbage_collection_threshold: below the threshold nothing is collected", "[options]") {
+  core::cache_settings settings = mode(false);
+  settings.garbage_collection_fraction = 0.9;
+  fixture f(kGiB, settings);
+  void* a = f.instance.allocate(300 * kMiB, 0, stream_number(1));
+  void* b = f.instance.allocate(300 * kMiB, 0, stream_number(1));
+  f.instance.deallocate(a);
+  void* c = f.instance.allocate(400 * kMiB, 0, stream_number(1));
+  CHECK(f.device_backend->used_bytes() == 1000 * kMiB);
+  f.instance.deallocate(b);
+  f.instance.deallocate(c);
+  f.check();
+}
+
+TEST_CASE("max_split_bytes: oversize cached segments are not split; oversize stats", "[options]") {
+  const bool enabled = GENERATE(false, true);
+  INFO("max_split " << enabled);
+  core::cache_settings settings = mode(false);
+  if (enabled) settings.max_split_bytes = 40 * kMiB;
+  fixture f(kGiB, settings);
+  void* a = f.instance.allocate(100 * kMiB, 0, stream_number(1));
+  f.instance.deallocate(a);
+  REQUIRE(f.device_backend->used_bytes() == 100 * kMiB);
+
+  void* small_one = f.instance.allocate(8 * kMiB, 0, stream_number(1));
+  f.check();
+  if (enabled) {
+    CHECK(small_one != a);  // a new 20 MiB segment, not a piece of the oversize one
+    CHECK(f.device_backend->used_bytes() == 120 * kMiB);
+  } else {
+    CHECK(small_one == a);  // carved from the cached 100 MiB segment
+    CHECK(f.device_backend->used_bytes() == 100 * kMiB);
+  }
+
+  void* big = f.instance.allocate(90 * kMiB, 0, stream_number(1));
+  f.check();
+  device_stats stats = f.cache().stats();
+  if (enabled) {
+    CHECK(big == a);  // within the slack: takes the whole range...
+    CHECK(stats.allocated_bytes[pool_large].current == static_cast<std::int64_t>(108 * kMiB));  // ...100 + 8
+    CHECK(stats.max_split_size == static_cast<std::int64_t>(40 * kMiB));
+    CHECK(stats.oversize_allocations.current == 1);
+    CHECK(stats.oversize_segments.current == 1);
+  } else {
+    CHECK(stats.max_split_size == -1);
+    CHECK(stats.oversize_allocations.current == 0);
+    CHECK(stats.oversize_segments.current == 0);
+  }
+  f.instance.deallocate(big);
+  stats = f.cache().stats();
+  CHECK(stats.oversize_allocations.current == 0);
+  CHECK(stats.oversize_allocations.allocated == (enabled ? 2 : 0));  // a and big
+  f.instance.deallocate(small_one);
+  f.check();
+}
+
+TEST_CASE("max_split_bytes: an oversize request does not take a much larger cached segment", "[options]") {
+  core::cache_settings settings = mode(false);
+  settings.max_split_bytes = 40 * kMiB;
+  fixture f(kGiB, settings);
+  void* a = f.instance.allocate(200 * kMiB, 0, stream_number(1));
+  f.instance.deallocate(a);
+  void* b = f.instance.allocate(60 * kMiB, 0, stream_number(1));  // 140 MiB over: >= a large segment
+  CHECK(b != a);
+  CHECK(f.device_backend->used_bytes() == 260 * kMiB);
+  f.check();
+  f.instance.deallocate(b);
+  f.check();
+}
+
+TEST_CASE("max_split_bytes in VMM mode: the oversize stats follow the threshold", "[options]") {
+  core::cache_settings settings = mode(true);
+  settings.max_split_bytes = 40 * kMiB;
+  fixture f(kGiB, settings);
+  void* a = f.instance.allocate(50 * kMiB, 0, stream_number(1));
+  void* b = f.instance.allocate(10 * kMiB, 0, stream_number(1));
+  f.check();
+  const device_stats stats = f.cache().stats();
+  CHECK(stats.oversize_allocations.current == 1);
+  CHECK(stats.oversize_segments.current == 1);  // one mapped run of 60 MiB
+  CHECK(stats.max_split_size == static_cast<std::int64_t>(40 * kMiB));
+  f.instance.deallocate(a);
+  f.instance.deallocate(b);
+  CHECK(f.cache().stats().oversize_allocations.current == 0);
+  f.check();
+}
+
+TEST_CASE("small_segment_bytes / large_segment_bytes size cudaMalloc segments", "[options]") {
+  const bool custom = GENERATE(false, true);
+  INFO("custom sizes " << custom);
+  core::cache_settings settings = mode(false);
+  if (custom) {
+    settings.small_segment_bytes = 4 * kMiB;
+    settings.large_segment_bytes = 40 * kMiB;
+  }
+  fixture f(kGiB, settings);
+  void* slab_object = f.instance.allocate(1000, 0, stream_number(1));
+  CHECK(f.device_backend->used_bytes() == (custom ? 4 : 2) * kMiB);
+  void* medium = f.instance.allocate(5 * kMiB, 0, stream_number(1));
+  CHECK(f.device_backend->used_bytes() == (custom ? 4 + 40 : 2 + 20) * kMiB);
+  void* large = f.instance.allocate(46 * kMiB, 0, stream_number(1));  // its own size
+  CHECK(f.device_backend->used_bytes() == (custom ? 4 + 40 + 46 : 2 + 20 + 46) * kMiB);
+  f.check();
+  for (void* block : {slab_object, medium, large}) f.instance.deallocate(block);
+  f.check();
+}
+
+TEST_CASE("all options on: random operations keep stats and layout consistent", "[options][property]") {
+  const bool vmm = GENERATE(true, false);
+  INFO("vmm " << vmm);
+  core::cache_settings settings = mode(vmm);
+  settings.release_threshold_bytes = 64 * kMiB;
+  settings.garbage_collection_fraction = 0.6;
+  settings.max_split_bytes = 24 * kMiB;
+  settings.small_segment_bytes = 4 * kMiB;
+  settings.large_segment_bytes = 32 * kMiB;
+  fixture f(2 * kGiB, settings);
+  std::mt19937_64 random(vmm ? 3 : 4);
+  std::vector<std::pair<void*, std::size_t>> live;
+  std::size_t live_bytes = 0;
+  const char* ops_text = std::getenv("FRAGLESS_TEST_OPS");
+  const int operations = ops_text ? std::atoi(ops_text) : 8000;
+  for (int step = 0; step < operations; ++step) {
+    const auto choice = random() % 100;
+    if ((choice < 55 && live_bytes < kGiB) || live.empty()) {
+      std::size_t size = 0;
+      switch (random() % 4) {
+        case 0: size = 1 + random() % 4096; break;
+        case 1: size = 1 + random() % (64 * 1024); break;
+        case 2: size = 64 * 1024 + random() % (4 << 20); break;
+        default: size = (1 + random() % 60) << 20; break;
+      }
+      void* stream = stream_number(1 + random() % 3);
+      void* block = f.instance.allocate(size, 0, stream);
+      REQUIRE(block != nullptr);
+      if (vmm) REQUIRE(f.device_backend->is_mapped(reinterpret_cast<std::uintptr_t>(block), size));
+      live.push_back({block, size});
+      live_bytes += size;
+    } else if (choice < 60) {
+      f.instance.record_stream(live[random() % live.size()].first, stream_number(1 + random() % 3));
+    } else if (choice < 62) {
+      f.device_backend->events_complete = !f.device_backend->events_complete;
+    } else {
+      const std::size_t at = random() % live.size();
+      f.instance.deallocate(live[at].first);
+      live_bytes -= live[at].second;
+      live[at] = live.back();
+      live.pop_back();
+    }
+    if (step % 500 == 0) f.check();
+  }
+  f.check();
+  for (auto& [block, size] : live) f.instance.deallocate(block);
+  f.device_backend->events_complete = true;
+  f.cache().release_cache(0);
+  f.check();
+  CHECK(f.cache().stats().oversize_allocations.current == 0);
+  CHECK(f.device_backend->used_bytes() == 0);
+}
