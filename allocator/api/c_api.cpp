@@ -1,5 +1,6 @@
 // The C ABI (fragless/fragless.h): every function catches everything, maps exceptions to
 // fragless_status codes and keeps the message in a thread-local buffer. Never throws.
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <string>
@@ -112,6 +113,31 @@ fragless_status fragless_get_memory_figures(int device, fragless_memory_figures*
     figures->num_sync_all_streams = stats.num_sync_all_streams;
     figures->num_device_alloc = stats.num_device_alloc;
     figures->num_device_free = stats.num_device_free;
+  });
+}
+
+fragless_status fragless_base_allocation(void* ptr, void** base, size_t* size) {
+  if (base == nullptr || size == nullptr) return fail(FRAGLESS_ERROR_INVALID_ARGUMENT, "fragless_base_allocation: NULL");
+  *base = nullptr;
+  *size = 0;
+  return guarded([&] {
+    const auto address = reinterpret_cast<std::uint64_t>(ptr);
+    // Rare (IPC): a walk of the snapshot of every device is fine here.
+    for (fragless::core::device_cache* cache : fragless::core::global_allocator().created_devices()) {
+      for (const fragless::snapshot_segment& segment : cache->snapshot().segments) {
+        if (address < segment.address || address >= segment.address + segment.size_bytes) continue;
+        for (const fragless::snapshot_block& block : segment.blocks) {
+          if (block.state != fragless::block_state::allocated) continue;
+          if (address >= block.address && address < block.address + block.size_bytes) {
+            *base = reinterpret_cast<void*>(block.address);
+            *size = block.size_bytes;
+            return;
+          }
+        }
+      }
+    }
+    throw fragless::invalid_pointer_error("fragless_base_allocation: " + std::to_string(address) +
+                                          " is not inside a live fragless block");
   });
 }
 

@@ -38,6 +38,7 @@ void set_memory_fraction(double fraction, int device) { global().device(device).
 void reset_peak_stats(int device) { global().device(device).reset_peak_stats(); }
 void reset_accumulated_stats(int device) { global().device(device).reset_accumulated_stats(); }
 device_stats get_device_stats(int device) { return global().device(device).stats(); }
+device_stats get_device_counters(int device) { return global().device(device).stats(false); }
 memory_snapshot snapshot(int device) { return global().device(device).snapshot(); }
 std::string snapshot_json(int device) { return to_json(snapshot(device)); }
 std::string snapshot_pickle(int device) { return to_pytorch_pickle(snapshot(device)); }

@@ -132,13 +132,13 @@ cudaError_t allocate_plain(void** pointer, size_t size) {
   cudaStream_t stream = private_stream(device);
   std::int64_t waits_before = 0;
   try {
-    waits_before = fragless::get_device_stats(device).num_cross_stream_waits;
+    waits_before = fragless::get_device_counters(device).num_cross_stream_waits;
   } catch (...) {
   }
   const cudaError_t result = allocate_on(pointer, size, stream);
   if (result != cudaSuccess) return result;
   try {
-    if (stream == nullptr || fragless::get_device_stats(device).num_cross_stream_waits != waits_before)
+    if (stream == nullptr || fragless::get_device_counters(device).num_cross_stream_waits != waits_before)
       real().stream_synchronize(stream);
   } catch (...) {
     real().stream_synchronize(stream);
@@ -209,7 +209,7 @@ FRAGLESS_INTERPOSED cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total
   if (result != cudaSuccess || passthrough() || free_bytes == nullptr) return result;
   // Memory fragless holds in its cache is free for this program's next cudaMalloc.
   try {
-    const fragless::device_stats stats = fragless::get_device_stats(current_device());
+    const fragless::device_stats stats = fragless::get_device_counters(current_device());
     const auto cached = stats.reserved_bytes[fragless::pool_all].current - stats.allocated_bytes[fragless::pool_all].current;
     if (cached > 0) *free_bytes += static_cast<size_t>(cached);
   } catch (...) {

@@ -69,6 +69,20 @@ FRAGLESS_API fragless_status fragless_get_memory_figures(int device, fragless_me
  * *needed_bytes (may be NULL) receives the full length + 1. */
 FRAGLESS_API fragless_status fragless_memory_summary(int device, char* buf, size_t buf_bytes, size_t* needed_bytes);
 
+/* The allocation that contains ptr (a fragless block; ptr may point inside it): its start and
+ * size. PyTorch uses it to share whole allocations between processes. */
+FRAGLESS_API fragless_status fragless_base_allocation(void* ptr, void** base, size_t* size);
+
+/* The optional functions of PyTorch's CUDAPluggableAllocator, with the signatures its
+ * set_init_fn / set_reset_fn / set_memory_fraction_fn / set_record_stream_fn /
+ * set_base_alloc_fn take. They return nothing (failures are logged and left in
+ * fragless_last_error()). */
+FRAGLESS_API void fragless_pluggable_init(int device_count);
+FRAGLESS_API void fragless_pluggable_reset(void);
+FRAGLESS_API void fragless_pluggable_set_memory_fraction(double fraction, int device);
+FRAGLESS_API void fragless_pluggable_record_stream(void* ptr, fragless_stream_t stream);
+FRAGLESS_API void* fragless_pluggable_base_alloc(void* ptr, size_t* size);
+
 #ifdef __cplusplus
 }
 #endif

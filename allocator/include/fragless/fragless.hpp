@@ -73,6 +73,10 @@ FRAGLESS_API void set_memory_fraction(double fraction, int device);
 FRAGLESS_API void reset_peak_stats(int device);
 FRAGLESS_API void reset_accumulated_stats(int device);
 FRAGLESS_API device_stats get_device_stats(int device);
+// The running counters only, without the layout figures that need a snapshot walk
+// (segment counts, inactive splits, largest free block are left as last computed): cheap
+// enough for a hook to call on every allocation.
+FRAGLESS_API device_stats get_device_counters(int device);
 // PyTorch's memory_summary table for the device (plus fragless's own figures).
 FRAGLESS_API std::string memory_summary(int device);
 // Name of the device-memory backend in use on the device ("vmm" or "cudaMalloc").
