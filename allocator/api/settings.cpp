@@ -33,6 +33,7 @@ std::size_t bytes_or_unlimited(std::uint64_t value) noexcept {
 //  - small_segment_bytes / large_segment_bytes size cudaMalloc-mode segments only
 //    (Note [Segment sizes]); in VMM mode memory grows by physical pages and slabs are
 //    sized per class.
+//  - dedicated_mapping_threshold_bytes applies to VMM mode (Note [Dedicated mappings]).
 //  - max_split_bytes never splitting a cached block applies to cudaMalloc mode; in VMM
 //    mode it only sets the oversize threshold of the stats (Note [Max split size]).
 cache_settings settings_from_options(const options& values) {
@@ -47,6 +48,7 @@ cache_settings settings_from_options(const options& values) {
   settings.release_threshold_bytes = bytes_or_unlimited(values.release_threshold_bytes);
   settings.garbage_collection_fraction = values.garbage_collection_threshold;
   settings.max_split_bytes = bytes_or_unlimited(values.max_split_bytes);
+  settings.dedicated_mapping_bytes = bytes_or_unlimited(values.dedicated_mapping_threshold_bytes);
   settings.small_segment_bytes = static_cast<std::size_t>(values.small_segment_bytes);
   settings.large_segment_bytes = static_cast<std::size_t>(values.large_segment_bytes);
   return settings;

@@ -88,6 +88,7 @@ void device_cache::initialize() {
   large_.set_reserved_limit(settings_.reserved_limit_bytes);
   large_.set_segment_sizes(settings_.small_segment_bytes, settings_.large_segment_bytes);
   large_.set_max_split(settings_.max_split_bytes);
+  large_.set_dedicated_threshold(settings_.dedicated_mapping_bytes);
   stats_.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : as_signed(settings_.max_split_bytes);
 }
 

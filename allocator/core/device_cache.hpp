@@ -60,6 +60,7 @@ struct cache_settings {
   std::size_t release_threshold_bytes = SIZE_MAX;        // Note [Release threshold]
   double garbage_collection_fraction = 0.0;              // Note [Release threshold]; 0: off
   std::size_t max_split_bytes = SIZE_MAX;                // Note [Max split size]
+  std::size_t dedicated_mapping_bytes = SIZE_MAX;        // Note [Dedicated mappings]; SIZE_MAX: never
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // Note [Segment sizes]
   std::size_t large_segment_bytes = std::size_t{20} << 20;  // Note [Segment sizes]
 };

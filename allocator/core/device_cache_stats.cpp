@@ -156,6 +156,8 @@ memory_snapshot device_cache::snapshot() {
       if (start < end) large_blocks.emplace(start, snapshot_block{start, end - start, 0, block_state::free});
     }
   });
+  for (const reserved_region& cached : large_.cached_dedicated_regions())  // Note [Dedicated mappings]
+    large_blocks.emplace(cached.address, snapshot_block{cached.address, cached.size_bytes, 0, block_state::free});
   struct slab_view {
     std::uintptr_t address;
     std::size_t bytes;

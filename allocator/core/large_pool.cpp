@@ -27,6 +27,11 @@ large_pool::large_pool(backend::backend& device_backend, int device, event_pool&
 
 large_pool::~large_pool() {
   // Teardown: give back whatever is left; live blocks are the program's leak.
+  for (const auto& [base, mapping] : dedicated_) {
+    backend_.unmap(device_, base, mapping.bytes);
+    backend_.release_physical(device_, mapping.handle);
+    backend_.free_address_range(device_, base, mapping.bytes);
+  }
   if (uses_vmm_) {
     for (std::size_t page = 0; page < pages_.page_count(); ++page) {
       if (!pages_.is_mapped(page)) continue;
@@ -66,15 +71,15 @@ backend::status large_pool::initialize(bool want_vmm, std::size_t range_bytes) n
 }
 
 std::size_t large_pool::reserved_bytes() const noexcept {
-  return uses_vmm_ ? pages_.mapped_bytes() : segment_bytes_;
+  return uses_vmm_ ? pages_.mapped_bytes() + dedicated_bytes_ : segment_bytes_;
 }
 
 std::size_t large_pool::device_segment_count() const noexcept {
-  return uses_vmm_ ? pages_.mapped_run_count() : segments_.size();
+  return uses_vmm_ ? pages_.mapped_run_count() + dedicated_.size() : segments_.size();
 }
 
 std::size_t large_pool::cached_free_bytes() const noexcept {
-  if (uses_vmm_) return pages_.cached_free_pages().size() * pages_.page_bytes();
+  if (uses_vmm_) return pages_.cached_free_pages().size() * pages_.page_bytes() + dedicated_cached_bytes_;
   std::size_t bytes = 0;
   for (const auto& [base, size] : segments_) {
     auto range = index_.containing(base);
@@ -86,6 +91,8 @@ std::size_t large_pool::cached_free_bytes() const noexcept {
 std::size_t large_pool::largest_free_reserved_bytes() const noexcept {
   if (!uses_vmm_) return index_.largest_bytes();
   std::size_t largest = 0;
+  for (const auto& [base, mapping] : dedicated_)
+    if (!mapping.in_use) largest = std::max(largest, mapping.bytes);
   index_.for_each([&](const free_range& range) {
     // Longest run of mapped pages' bytes inside this free range.
     std::size_t run = 0;
@@ -119,6 +126,18 @@ std::vector<reserved_region> large_pool::reserved_regions() const {
     else
       regions.push_back({address, pages_.page_bytes()});
   }
+  if (!dedicated_.empty()) {
+    for (const auto& [base, mapping] : dedicated_) regions.push_back({base, mapping.bytes});
+    std::sort(regions.begin(), regions.end(),
+              [](const reserved_region& a, const reserved_region& b) { return a.address < b.address; });
+  }
+  return regions;
+}
+
+std::vector<reserved_region> large_pool::cached_dedicated_regions() const {
+  std::vector<reserved_region> regions;
+  for (const auto& [base, mapping] : dedicated_)
+    if (!mapping.in_use) regions.push_back({base, mapping.bytes});
   return regions;
 }
 
@@ -126,6 +145,8 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
+    if (uses_vmm_ && size_bytes >= dedicated_threshold_bytes_)
+      return allocate_dedicated(size_bytes, stream, address, placed_bytes);
     return uses_vmm_ ? allocate_vmm(size_bytes, stream, address)
                      : allocate_segment(size_bytes, stream, address, placed_bytes);
   } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
@@ -169,6 +190,98 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
   pages_.add_live(range->address, size_bytes);
   *address = range->address;
   return backend::status::ok;
+}
+
+// Note [Dedicated mappings]
+backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                               std::size_t* placed_bytes) {
+  const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
+  for (auto& [base, mapping] : dedicated_) {
+    if (mapping.in_use || mapping.bytes != bytes) continue;
+    backend::status ordered = order_after_streams(free_range{base, bytes, 0, mapping.streams}, stream);
+    if (ordered != backend::status::ok) return ordered;
+    mapping.in_use = true;
+    mapping.streams = stream_set();
+    dedicated_cached_bytes_ -= bytes;
+    *address = base;
+    if (placed_bytes != nullptr) *placed_bytes = bytes;
+    return backend::status::ok;
+  }
+  if (reserved_bytes() + bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
+  std::uintptr_t base = 0;
+  backend::status result = backend_.reserve_address_range(device_, bytes, &base);
+  if (result != backend::status::ok) return result;
+  backend::physical_handle handle = 0;
+  result = backend_.create_physical(device_, bytes, &handle);
+  if (result != backend::status::ok) {
+    backend_.free_address_range(device_, base, bytes);
+    return result;
+  }
+  ++counters_.device_alloc;
+  const std::int64_t start = now_ns();
+  result = backend_.map(device_, base, bytes, handle);
+  counters_.map_ns += now_ns() - start;
+  if (result == backend::status::ok) {
+    ++counters_.map;
+    try {
+      dedicated_.emplace(base, dedicated_mapping{bytes, handle, true, {}});
+    } catch (...) {
+      backend_.unmap(device_, base, bytes);
+      ++counters_.unmap;
+      result = backend::status::error;
+    }
+  }
+  if (result != backend::status::ok) {
+    release_handle(handle);
+    backend_.free_address_range(device_, base, bytes);
+    return result;
+  }
+  dedicated_bytes_ += bytes;
+  *address = base;
+  if (placed_bytes != nullptr) *placed_bytes = bytes;
+  return backend::status::ok;
+}
+
+bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
+  auto at = dedicated_.find(base);
+  if (at == dedicated_.end() || at->second.in_use) return false;
+  const std::size_t bytes = at->second.bytes;
+  const std::int64_t start = now_ns();
+  if (backend_.unmap(device_, base, bytes) != backend::status::ok) return false;
+  counters_.unmap_ns += now_ns() - start;
+  ++counters_.unmap;
+  release_handle(at->second.handle);
+  backend_.free_address_range(device_, base, bytes);
+  dedicated_bytes_ -= bytes;
+  dedicated_cached_bytes_ -= bytes;
+  dedicated_.erase(at);
+  return true;
+}
+
+std::size_t large_pool::release_dedicated_mappings(std::size_t bytes_to_keep, std::size_t* cached,
+                                                   bool synchronized) noexcept {
+  std::size_t released = 0;
+  for (auto at = dedicated_.begin(); at != dedicated_.end() && *cached > bytes_to_keep;) {
+    auto next = std::next(at);  // release_dedicated erases the entry
+    const std::uintptr_t base = at->first;
+    const dedicated_mapping& mapping = at->second;
+    const std::size_t bytes = mapping.bytes;
+    at = next;
+    if (mapping.in_use) continue;
+    if (!synchronized) {
+      bool idle = true;
+      for (stream_id stream : mapping.streams.streams())
+        if (events_.stream_idle(stream) != backend::status::ok) {
+          idle = false;
+          break;
+        }
+      if (!idle) continue;
+    }
+    if (!release_dedicated(base)) continue;
+    released += bytes;
+    *cached -= bytes;
+  }
+  return released;
 }
 
 backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept {
@@ -310,6 +423,19 @@ backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id s
 }
 
 void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+  if (!dedicated_.empty()) {
+    auto at = dedicated_.find(address);
+    if (at != dedicated_.end()) {
+      try {
+        at->second.streams = streams;
+      } catch (...) {
+        return;  // no host memory: the mapping stays unavailable rather than unsafe
+      }
+      at->second.in_use = false;
+      dedicated_cached_bytes_ += at->second.bytes;
+      return;
+    }
+  }
   try {
     std::uint64_t segment_id = 0;
     if (!uses_vmm_) {
@@ -334,6 +460,7 @@ std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept 
   std::size_t released = 0;
   std::size_t cached = cached_free_bytes();
   if (cached <= bytes_to_keep) return 0;
+  if (uses_vmm_) released += release_dedicated_mappings(bytes_to_keep, &cached, false);
   if (uses_vmm_) {
     std::vector<std::size_t> pages;
     try {
@@ -382,7 +509,8 @@ std::size_t large_pool::release_cached_pages(std::size_t bytes_to_keep) noexcept
   } catch (...) {
     return 0;
   }
-  std::size_t cached = pages.size() * pages_.page_bytes();
+  std::size_t cached = pages.size() * pages_.page_bytes() + dedicated_cached_bytes_;
+  released += release_dedicated_mappings(bytes_to_keep, &cached, true);
   for (std::size_t page : pages) {
     if (cached <= bytes_to_keep) break;
     const std::size_t before = pages_.mapped_count();

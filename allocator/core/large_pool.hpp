@@ -2,11 +2,14 @@
 // and where slabs come from. Two ways to get device memory, chosen at start:
 //  - VMM (default where supported): one large reserved virtual range; blocks are packed
 //    best-fit, address-ordered, at 512 B granularity inside it; 2 MiB physical pages are
-//    mapped under a block when it needs them (Note [Page cache]).
+//    mapped under a block when it needs them (Note [Page cache]). Very large requests
+//    get a range and mapping of their own instead (Note [Dedicated mappings]).
 //  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
 //    are ever released.
-// Invariant: every live block lies in reserved memory (mapped pages / a live segment); the
-// free index holds exactly the address space that is neither live nor pending.
+// Invariant: every live block lies in reserved memory (mapped pages / a live segment / a
+// dedicated mapping); the free index holds exactly the address space of the shared range
+// or segments that is neither live nor pending; a dedicated mapping holds one block or is
+// wholly cached.
 // Not thread-safe: the device cache holds the device lock around every call.
 #pragma once
 
@@ -35,6 +38,19 @@ namespace fragless::core {
 // which never synchronizes: it releases only pages whose free range no stream can still
 // touch (every remembered stream answered idle to a pooled event) and leaves the others
 // cached until a later call finds them idle.
+
+// Note [Dedicated mappings]
+// In VMM mode a request of at least dedicated_mapping_threshold_bytes gets an address
+// range of its own, rounded up to whole pages and backed by one physical allocation
+// mapped at once, instead of a place in the shared range: a very large tensor neither
+// fragments the shared range's address space nor costs one map call per page. The block
+// is the whole mapping (its size rounded to the page), so no other block ever shares it.
+// When freed it becomes cached memory like a free page (Note [Release threshold]): it is
+// reused in place by a request of the same rounded size (ordered after the streams that
+// freed it, Note [Stream reuse]) and released by empty_cache/trim/OOM, or earlier by the
+// release and garbage-collection thresholds once no stream can still touch it. In
+// cudaMalloc mode large requests get segments of their own anyway (Note [Segment sizes]),
+// so the threshold does not apply there.
 
 // Note [Segment sizes]
 // cudaMalloc mode obtains segments as PyTorch does, with the two sizes configurable
@@ -110,6 +126,8 @@ class large_pool {
     small_segment_bytes_ = small_segment_bytes;
     large_segment_bytes_ = large_segment_bytes;
   }
+  // Note [Dedicated mappings]; SIZE_MAX: never.
+  void set_dedicated_threshold(std::size_t threshold_bytes) noexcept { dedicated_threshold_bytes_ = threshold_bytes; }
   // Note [Max split size]; SIZE_MAX: no limit.
   void set_max_split(std::size_t max_split_bytes) noexcept { max_split_bytes_ = max_split_bytes; }
 
@@ -127,6 +145,8 @@ class large_pool {
   const free_index& index() const noexcept { return index_; }
   const page_map& pages() const noexcept { return pages_; }
   std::vector<reserved_region> reserved_regions() const;
+  // Dedicated mappings no block uses (cached free memory), by address.
+  std::vector<reserved_region> cached_dedicated_regions() const;
 
  private:
   backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address);
@@ -139,6 +159,13 @@ class large_pool {
   // its streams) when every remembered stream is idle now.
   bool make_range_idle(std::uintptr_t address) noexcept;
   std::size_t segment_size_for(std::size_t size_bytes) const noexcept;
+  backend::status allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                     std::size_t* placed_bytes);
+  // Unmaps and releases one cached dedicated mapping; false (and kept) if a call fails.
+  bool release_dedicated(std::uintptr_t base) noexcept;
+  // Releases cached dedicated mappings (only idle ones unless `synchronized`) while more
+  // than `bytes_to_keep` bytes are cached; `cached` is updated.
+  std::size_t release_dedicated_mappings(std::size_t bytes_to_keep, std::size_t* cached, bool synchronized) noexcept;
   // cudaMalloc mode best fit under Note [Max split size].
   std::optional<free_range> segment_fit(std::size_t size_bytes) const;
   backend::status map_page(std::size_t page, backend::physical_handle handle) noexcept;
@@ -167,6 +194,17 @@ class large_pool {
   std::size_t small_segment_bytes_ = std::size_t{2} << 20;
   std::size_t large_segment_bytes_ = std::size_t{20} << 20;
   std::size_t max_split_bytes_ = SIZE_MAX;
+  // Note [Dedicated mappings]: base -> mapping (VMM mode).
+  struct dedicated_mapping {
+    std::size_t bytes;
+    backend::physical_handle handle;
+    bool in_use;
+    stream_set streams;  // while cached: streams that may still touch it
+  };
+  std::map<std::uintptr_t, dedicated_mapping> dedicated_;
+  std::size_t dedicated_threshold_bytes_ = SIZE_MAX;
+  std::size_t dedicated_bytes_ = 0;         // all dedicated mappings
+  std::size_t dedicated_cached_bytes_ = 0;  // those no block uses
   std::uint64_t next_segment_id_ = 1;
 };
 

@@ -123,3 +123,30 @@ TEST_CASE("snapshot and stats JSON of the global allocator round-trip", "[contro
   fragless::deallocate(small);
   fragless::deallocate(large);
 }
+
+TEST_CASE("cache options on simcuda: dedicated mappings and the release threshold", "[control][options]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    reset_simcuda();
+    const std::uint64_t used_before = simcuda_used_bytes(0);
+    core::cache_settings settings{vmm, 2.0, false};
+    settings.dedicated_mapping_bytes = 64 * kMiB;
+    settings.release_threshold_bytes = 0;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    void* stream = create_stream(0);
+    void* big = instance->allocate(99 * kMiB, 0, stream);
+    fill_pattern(big, 99 * kMiB, 7);
+    CHECK(check_pattern(big, 99 * kMiB, 7));
+    check_consistency(cache.snapshot(), cache.stats());
+    CHECK(simcuda_used_bytes(0) - used_before == 100 * kMiB);  // one page-rounded mapping / segment
+    instance->deallocate(big);  // nothing queued on the stream: released at once
+    CHECK(simcuda_used_bytes(0) == used_before);
+    const device_stats stats = cache.stats();
+    CHECK(stats.num_sync_all_streams == 0);
+    CHECK(stats.num_device_alloc == stats.num_device_free);
+    check_consistency(cache.snapshot(), stats);
+    CHECK(race_report().empty());
+    destroy_stream(stream);
+  }
+}

@@ -69,7 +69,9 @@ class fake_backend final : public be::backend {
   std::size_t vmm_granularity_bytes(int) noexcept override { return std::size_t{2} << 20; }
   be::status reserve_address_range(int, std::size_t bytes, std::uintptr_t* base) noexcept override {
     if (should_fail("reserve_address_range")) return be::status::error;
-    *base = std::uintptr_t{1} << 44;
+    // Each reservation gets a range of its own, 2 MiB aligned, the first at 2^44.
+    *base = next_range_base_;
+    next_range_base_ += (bytes + (std::uintptr_t{4} << 20)) & ~((std::uintptr_t{2} << 20) - 1);
     range_bytes_ = bytes;
     return be::status::ok;
   }
@@ -112,8 +114,12 @@ class fake_backend final : public be::backend {
   // Is [address, address + bytes) entirely mapped?
   bool is_mapped(std::uintptr_t address, std::size_t bytes) const {
     const std::uintptr_t page = std::uintptr_t{2} << 20;
-    for (std::uintptr_t at = address & ~(page - 1); at < address + bytes; at += page)
-      if (!mappings_.count(at)) return false;
+    for (std::uintptr_t at = address & ~(page - 1); at < address + bytes; at += page) {
+      auto mapping = mappings_.upper_bound(at);  // a mapping may span many pages
+      if (mapping == mappings_.begin()) return false;
+      --mapping;
+      if (at >= mapping->first + handles_.at(mapping->second)) return false;
+    }
     return true;
   }
 
@@ -153,6 +159,7 @@ class fake_backend final : public be::backend {
   std::uint64_t mapped_ = 0;
   std::size_t range_bytes_ = 0;
   std::uintptr_t next_address_ = std::uintptr_t{1} << 40;
+  std::uintptr_t next_range_base_ = std::uintptr_t{1} << 44;
   be::physical_handle next_handle_ = 1;
   std::uintptr_t next_event_ = 0x1000;
   std::map<std::uintptr_t, std::size_t> segments_;

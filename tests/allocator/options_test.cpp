@@ -1,6 +1,6 @@
 // The cache options of the core, driven by the fake backend: release_threshold_bytes,
-// garbage_collection_threshold, max_split_bytes (with the oversize stats) and the
-// cudaMalloc-mode segment sizes. Each case runs the same steps with the option off and
+// garbage_collection_threshold, max_split_bytes (with the oversize stats),
+// dedicated_mapping_threshold_bytes and the cudaMalloc-mode segment sizes. Each case runs the same steps with the option off and
 // on and asserts on device memory (fake backend counters) and stats, so it fails when the
 // option has no effect. No timing: "a stream may still touch it" is the fake's
 // events_complete switch.
@@ -219,6 +219,78 @@ TEST_CASE("small_segment_bytes / large_segment_bytes size cudaMalloc segments", 
   f.check();
 }
 
+TEST_CASE("dedicated_mapping_threshold_bytes: a very large request gets a mapping of its own", "[options]") {
+  const bool enabled = GENERATE(false, true);
+  INFO("dedicated " << enabled);
+  core::cache_settings settings = mode(true);
+  if (enabled) settings.dedicated_mapping_bytes = 64 * kMiB;
+  fixture f(kGiB, settings);
+  void* small_block = f.instance.allocate(1 * kMiB, 0, stream_number(1));  // in the shared range
+  const std::int64_t maps_before = f.cache().stats().num_map;
+  const std::uint64_t used_before = f.device_backend->used_bytes();
+  void* big = f.instance.allocate(99 * kMiB, 0, stream_number(1));
+  REQUIRE(f.device_backend->is_mapped(reinterpret_cast<std::uintptr_t>(big), 99 * kMiB));
+  f.check();
+  device_stats stats = f.cache().stats();
+  if (enabled) {
+    CHECK(stats.num_map - maps_before == 1);  // one mapping, not one per page
+    CHECK(f.device_backend->used_bytes() - used_before == 100 * kMiB);  // rounded to the page
+    CHECK(stats.allocated_bytes[pool_large].current == static_cast<std::int64_t>(101 * kMiB));
+    // Its own segment in the snapshot, holding just this block.
+    bool found = false;
+    for (const snapshot_segment& segment : f.cache().snapshot().segments)
+      if (segment.address == reinterpret_cast<std::uintptr_t>(big)) {
+        found = true;
+        CHECK(segment.size_bytes == 100 * kMiB);
+        CHECK(segment.blocks.size() == 1);
+      }
+    CHECK(found);
+  } else {
+    CHECK(stats.num_map - maps_before >= 49);  // page by page in the shared range
+  }
+
+  // Freed: cached, and reused in place by a request of the same rounded size.
+  f.instance.deallocate(big);
+  f.check();
+  CHECK(f.device_backend->used_bytes() >= used_before + 98 * kMiB);
+  const std::int64_t maps_cached = f.cache().stats().num_map;
+  void* again = f.instance.allocate(100 * kMiB, 0, stream_number(1));
+  CHECK(again == big);
+  if (enabled) CHECK(f.cache().stats().num_map == maps_cached);  // the same mapping
+  f.instance.deallocate(again);
+  f.cache().release_cache(0);
+  f.check();
+  CHECK(f.device_backend->used_bytes() == used_before);
+  f.instance.deallocate(small_block);
+  stats = f.cache().stats();
+  CHECK(stats.num_device_alloc - stats.num_device_free == 1);  // the small block's page
+}
+
+TEST_CASE("dedicated mappings follow the release threshold and stream safety", "[options]") {
+  core::cache_settings settings = mode(true);
+  settings.dedicated_mapping_bytes = 64 * kMiB;
+  settings.release_threshold_bytes = 0;
+  fixture f(kGiB, settings);
+  void* big = f.instance.allocate(128 * kMiB, 0, stream_number(1));
+  REQUIRE(f.device_backend->used_bytes() == 128 * kMiB);
+  f.device_backend->events_complete = false;  // stream 1 may still touch it
+  f.instance.deallocate(big);
+  CHECK(f.device_backend->used_bytes() == 128 * kMiB);
+  f.check();
+  // Another stream reusing it waits for stream 1 first.
+  const int waits_before = f.device_backend->waits;
+  void* other = f.instance.allocate(128 * kMiB, 0, stream_number(2));
+  CHECK(other == big);
+  CHECK(f.device_backend->waits == waits_before + 1);
+  f.instance.deallocate(other);
+  f.device_backend->events_complete = true;
+  void* next = f.instance.allocate(4 * kMiB, 0, stream_number(1));  // a slow-path point
+  CHECK(f.device_backend->used_bytes() == 4 * kMiB);
+  CHECK(f.device_backend->syncs == 0);
+  f.instance.deallocate(next);
+  f.check();
+}
+
 TEST_CASE("all options on: random operations keep stats and layout consistent", "[options][property]") {
   const bool vmm = GENERATE(true, false);
   INFO("vmm " << vmm);
@@ -228,6 +300,7 @@ TEST_CASE("all options on: random operations keep stats and layout consistent", 
   settings.max_split_bytes = 24 * kMiB;
   settings.small_segment_bytes = 4 * kMiB;
   settings.large_segment_bytes = 32 * kMiB;
+  settings.dedicated_mapping_bytes = 40 * kMiB;
   fixture f(2 * kGiB, settings);
   std::mt19937_64 random(vmm ? 3 : 4);
   std::vector<std::pair<void*, std::size_t>> live;
