@@ -286,6 +286,22 @@ void torch_allocator::releasePool(c10::DeviceIndex, c10::MempoolId_t) {
   // Nothing was ever allocated to a private pool (beginAllocateToPool refuses).
 }
 
+int torch_allocator::getPoolUseCount(c10::DeviceIndex, c10::MempoolId_t) {
+  return 0;  // no private pool ever exists
+}
+
+void torch_allocator::createOrIncrefPool(c10::DeviceIndex, c10::MempoolId_t, std::shared_ptr<CUDAAllocator>) {
+  TORCH_CHECK(false, private_pool_error);
+}
+
+void torch_allocator::setUseOnOOM(c10::DeviceIndex, c10::MempoolId_t, bool) { TORCH_CHECK(false, private_pool_error); }
+
+void torch_allocator::setNoSplit(c10::DeviceIndex, c10::MempoolId_t) { TORCH_CHECK(false, private_pool_error); }
+
+bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex, c10::MempoolId_t, const std::unordered_set<void*>&) {
+  TORCH_CHECK(false, private_pool_error);
+}
+
 c10_allocator::ShareableHandle torch_allocator::shareIpcHandle(void*) { TORCH_CHECK(false, ipc_error); }
 
 std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string) { TORCH_CHECK(false, ipc_error); }

@@ -1,0 +1,174 @@
+"""Plain PyTorch on simcuda with fragless installed: every tensor's memory comes from
+fragless, and torch's memory tools report fragless's figures.
+
+Runs under ctest (torch_python_test) with simcuda, the generated stand-in libraries and the
+kernel launch shim (tests/torch/CMakeLists.txt). Kernels are no-ops on simcuda; allocations
+are real. cuBLAS and cuDNN do not work on simcuda, so the model uses elementwise layers only.
+"""
+import pickle
+
+import pytest
+import torch
+
+import fragless
+
+fragless.install()  # before any CUDA tensor: the module's first statement that touches CUDA
+
+
+def figures():
+    return fragless.stats()
+
+
+def test_installed_everywhere():
+    assert fragless.is_installed()
+    assert torch.cuda.get_allocator_backend() == "fragless"
+    fragless.install()  # idempotent from Python
+
+
+def test_tensor_memory_comes_from_fragless():
+    before = figures()["allocation.all.current"]
+    tensor = torch.empty(1 << 20, device="cuda")  # 4 MiB
+    assert figures()["allocation.all.current"] == before + 1
+    assert torch.cuda.memory_allocated() == figures()["allocated_bytes.all.current"]
+    assert torch.cuda.memory_allocated() >= tensor.numel() * 4
+    del tensor
+    assert figures()["allocation.all.current"] == before
+
+
+def test_memory_stats_are_fragless_stats():
+    keep = [torch.empty(n, device="cuda") for n in (10, 1000, 300000, 5000000)]
+    theirs = torch.cuda.memory_stats()
+    ours = figures()
+    for key, value in theirs.items():
+        if key in ours:  # fragless has every DeviceStats key; torch adds a few of its own
+            assert value == ours[key], key
+    assert theirs["allocation.all.current"] >= len(keep)
+    assert theirs["reserved_bytes.all.current"] >= theirs["allocated_bytes.all.current"]
+
+
+def test_memory_summary_and_snapshot():
+    keep = torch.empty(3 << 18, device="cuda")
+    summary = torch.cuda.memory_summary()
+    assert "Allocated memory" in summary
+    assert "fragless" in fragless.memory_summary().lower() or "Allocated" in fragless.memory_summary()
+    segments = torch.cuda.memory_snapshot()
+    assert sum(s["total_size"] for s in segments) == torch.cuda.memory_reserved()
+    assert sum(s["allocated_size"] for s in segments) == torch.cuda.memory_allocated()
+    assert any(b["address"] == keep.data_ptr() and b["state"] == "active_allocated"
+               for s in segments for b in s["blocks"])
+
+
+def test_empty_cache_returns_memory():
+    tensor = torch.empty(16 << 20, device="cuda")
+    del tensor
+    assert torch.cuda.memory_reserved() > torch.cuda.memory_allocated()
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == figures()["reserved_bytes.all.current"]
+    assert figures()["reserved_bytes.all.current"] - figures()["allocated_bytes.all.current"] == 0
+
+
+def test_compact_releases_cache():
+    tensor = torch.empty(12 << 20, device="cuda")
+    del tensor
+    released = fragless.compact()
+    assert released >= 12 << 20
+    assert torch.cuda.memory_reserved() == torch.cuda.memory_allocated()
+
+
+def test_record_history_and_dump_snapshot(tmp_path):
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    try:
+        a = torch.empty(1000, device="cuda")
+        b = torch.empty(2 << 20, device="cuda")
+        address = a.data_ptr()
+        del a
+        path = tmp_path / "snapshot.pickle"
+        torch.cuda.memory._dump_snapshot(str(path))
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    with open(path, "rb") as stream:
+        snapshot = pickle.load(stream)
+    trace = snapshot["device_traces"][0]
+    actions = [(e["action"], e["addr"]) for e in trace]
+    assert ("alloc", address) in actions
+    assert ("free_requested", address) in actions
+    assert ("free_completed", address) in actions
+    assert any(e["action"] == "alloc" and e["addr"] == b.data_ptr() and e["size"] == 8 << 20 for e in trace)
+    assert any(e["frames"] for e in trace)  # stacks were recorded
+    assert snapshot["segments"]
+    # memory_viz's own reader accepts it.
+    from torch.cuda import _memory_viz
+
+    assert "<html" in _memory_viz.trace_plot(snapshot).lower()
+
+
+def test_record_stream_on_side_stream():
+    side = torch.cuda.Stream()
+    tensor = torch.empty(1 << 20, device="cuda")
+    with torch.cuda.stream(side):
+        tensor.fill_(1.0)
+    tensor.record_stream(side)
+    address = tensor.data_ptr()
+    del tensor
+    side.synchronize()
+    with torch.cuda.stream(side):
+        on_side = torch.empty(1 << 20, device="cuda")
+    assert on_side.data_ptr() != 0
+    assert torch.cuda.memory_allocated() >= (1 << 20) * 4
+    del on_side
+    assert address != 0
+
+
+def test_out_of_memory_is_torch_out_of_memory_error():
+    ooms = figures()["num_ooms"]
+    with pytest.raises(torch.OutOfMemoryError) as caught:
+        torch.empty(1 << 48, dtype=torch.uint8, device="cuda")
+    assert str(caught.value).startswith("CUDA out of memory")
+    assert torch.cuda.memory_stats()["num_ooms"] == ooms + 1
+
+
+class Elementwise(torch.nn.Module):
+    """Layers without cuBLAS/cuDNN (simcuda has neither): scale, norm, activation."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(width))
+        self.shift = torch.nn.Parameter(torch.zeros(width))
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        return torch.relu(self.norm(x * self.scale + self.shift))
+
+
+def test_training_steps_allocate_through_fragless():
+    model = torch.nn.Sequential(Elementwise(256), Elementwise(256)).cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    torch.cuda.reset_peak_memory_stats()
+    allocations_before = figures()["allocation.all.allocated"]
+    for _ in range(3):
+        loss = model(torch.randn(64, 256, device="cuda")).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert figures()["allocation.all.allocated"] > allocations_before + 10
+    assert torch.cuda.max_memory_allocated() > 64 * 256 * 4
+    assert all(p.grad is None or p.grad.is_cuda for p in model.parameters())
+
+
+def test_profiler_sees_fragless_allocations():
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        tensor = torch.empty(1 << 20, device="cuda")
+        del tensor
+    # The allocation is attributed to aten::empty, the free to a "[memory]" event.
+    usage = [(e.name, e.device_memory_usage) for e in profiler.events()]
+    assert ("aten::empty", 4 << 20) in usage
+    assert ("[memory]", -(4 << 20)) in usage
+
+
+def test_graph_pools_refused_with_reason():
+    with pytest.raises(RuntimeError, match="private memory pools"):
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool):
+            torch.empty(10, device="cuda")
