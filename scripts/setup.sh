@@ -41,4 +41,21 @@ if [ "$have_torch" != "$TORCH_VERSION" ]; then
   say "installing torch==$TORCH_VERSION (no dependencies: only libc10, libc10_cuda and headers are used)"
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "torch==$TORCH_VERSION"
 fi
+# Python tests: torch's own Python dependencies (not its NVIDIA wheels) and pytest, pinned.
+missing_python=$("$venv/bin/python" - $TORCH_PYTHON_DEPS <<'PY' 2>/dev/null || true
+import importlib.metadata as m, sys
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        if m.version(name) != version:
+            print(pin)
+    except m.PackageNotFoundError:
+        print(pin)
+PY
+)
+if [ -n "$missing_python" ]; then
+  say "installing Python test dependencies: $(echo $missing_python)"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps $missing_python
+fi
 say "ok"
