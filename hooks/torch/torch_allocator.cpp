@@ -97,19 +97,15 @@ void torch_allocator::report_to_profiler(void* pointer, std::int64_t signed_size
 
 void torch_allocator::free_block(void* pointer) noexcept {
   if (pointer == nullptr) return;
-  std::optional<std::size_t> size_bytes;
-  int device = 0;
+  std::optional<trace_history::freed_block> freed;
   try {
-    if (history_.tracking(c10::memoryProfilingEnabled())) {
-      size_bytes = history_.on_free(pointer);
-      device = current_device();
-    }
+    if (history_.tracking(c10::memoryProfilingEnabled())) freed = history_.on_free(pointer);
     fragless::deallocate(pointer);
   } catch (const std::exception& failure) {
     TORCH_WARN("fragless: freeing ", pointer, " failed: ", failure.what());
     return;
   }
-  if (size_bytes) report_to_profiler(pointer, -static_cast<std::int64_t>(*size_bytes), device);
+  if (freed) report_to_profiler(pointer, -static_cast<std::int64_t>(freed->size_bytes), freed->device);
 }
 
 void torch_allocator::delete_block(void* pointer) noexcept { instance().free_block(pointer); }

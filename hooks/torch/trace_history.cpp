@@ -50,7 +50,7 @@ void trace_history::on_allocate(int device, void* pointer, std::size_t size_byte
                            c10::getApproximateTime(), std::move(context)));
 }
 
-std::optional<std::size_t> trace_history::on_free(void* pointer) {
+std::optional<trace_history::freed_block> trace_history::on_free(void* pointer) {
   std::lock_guard lock(mutex_);
   auto found = live_blocks_.find(pointer);
   if (found == live_blocks_.end()) return std::nullopt;  // Note [History of old blocks]
@@ -67,7 +67,7 @@ std::optional<std::size_t> trace_history::on_free(void* pointer) {
     write_locked(trace_entry(trace_entry::FREE_COMPLETED, device, address, block.size_bytes, block.stream,
                              {0, 0}, c10::getApproximateTime(), std::move(context)));
   }
-  return block.size_bytes;
+  return freed_block{block.device, block.size_bytes};
 }
 
 void trace_history::on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes,

@@ -42,8 +42,12 @@ class trace_history {
 
   // Remembers a block's size; writes an ALLOC entry when recording.
   void on_allocate(int device, void* pointer, std::size_t size_bytes, void* stream);
-  // Forgets the block and returns its size (nullopt if unknown); writes the free entries.
-  std::optional<std::size_t> on_free(void* pointer);
+  struct freed_block {
+    int device;
+    std::size_t size_bytes;
+  };
+  // Forgets the block and returns its device and size (nullopt if unknown); writes the free entries.
+  std::optional<freed_block> on_free(void* pointer);
   // Writes an OOM entry (addr_ is the device's free bytes, as PyTorch does).
   void on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes, void* stream);
 
