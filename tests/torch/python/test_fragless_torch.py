@@ -172,3 +172,34 @@ def test_graph_pools_refused_with_reason():
         pool = torch.cuda.MemPool()
         with torch.cuda.use_mem_pool(pool):
             torch.empty(10, device="cuda")
+
+
+def test_accelerator_api_reads_fragless():
+    keep = torch.empty(1000, device="cuda")
+    assert torch.accelerator.memory_allocated() == figures()["allocated_bytes.all.current"]
+    assert torch.accelerator.memory_stats()["allocation.all.current"] == figures()["allocation.all.current"]
+    assert keep.is_cuda
+
+
+def test_memory_fraction_limits_fragless():
+    torch.cuda.set_per_process_memory_fraction(0.25)
+    try:
+        assert torch.cuda.get_per_process_memory_fraction() == 0.25
+        total = torch.cuda.get_device_properties(0).total_memory
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(total // 2, dtype=torch.uint8, device="cuda")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    big = torch.empty(total // 2, dtype=torch.uint8, device="cuda")
+    assert torch.cuda.memory_allocated() >= total // 2
+    del big
+    torch.cuda.empty_cache()
+
+
+def test_reset_peak_memory_stats():
+    tensor = torch.empty(8 << 20, device="cuda")
+    del tensor
+    assert torch.cuda.max_memory_allocated() >= 32 << 20
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+    assert figures()["allocated_bytes.all.peak"] == torch.cuda.memory_allocated()
