@@ -344,3 +344,23 @@ TEST_CASE("all options on: random operations keep stats and layout consistent", 
   CHECK(f.cache().stats().oversize_allocations.current == 0);
   CHECK(f.device_backend->used_bytes() == 0);
 }
+
+TEST_CASE("FRAGLESS_CONF keys reach the core settings; defaults keep everything off", "[options]") {
+  const core::cache_settings defaults = core::settings_from_options(parse_options(""));
+  CHECK(defaults.release_threshold_bytes == SIZE_MAX);
+  CHECK(defaults.garbage_collection_fraction == 0.0);
+  CHECK(defaults.max_split_bytes == SIZE_MAX);
+  CHECK(defaults.dedicated_mapping_bytes == 1024 * kMiB);  // the table's default
+  CHECK(defaults.small_segment_bytes == 2 * kMiB);
+  CHECK(defaults.large_segment_bytes == 20 * kMiB);
+  const core::cache_settings set = core::settings_from_options(parse_options(
+      "backend:cudaMalloc,release_threshold_bytes:8MiB,garbage_collection_threshold:0.75,max_split_bytes:64MiB,"
+      "dedicated_mapping_threshold_bytes:unlimited,small_segment_bytes:4MiB,large_segment_bytes:40MiB"));
+  CHECK_FALSE(set.use_vmm);
+  CHECK(set.release_threshold_bytes == 8 * kMiB);
+  CHECK(set.garbage_collection_fraction == 0.75);
+  CHECK(set.max_split_bytes == 64 * kMiB);
+  CHECK(set.dedicated_mapping_bytes == SIZE_MAX);
+  CHECK(set.small_segment_bytes == 4 * kMiB);
+  CHECK(set.large_segment_bytes == 40 * kMiB);
+}
