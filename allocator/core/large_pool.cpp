@@ -468,9 +468,20 @@ std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept 
     } catch (...) {
       return 0;
     }
+    // Pages come highest first; a busy range is asked about once, not once per page.
+    std::uintptr_t busy_start = 0;
+    std::uintptr_t busy_end = 0;
     for (std::size_t page : pages) {
       if (cached <= bytes_to_keep) break;
-      if (!make_range_idle(pages_.page_address(page))) continue;
+      const std::uintptr_t address = pages_.page_address(page);
+      if (address >= busy_start && address < busy_end) continue;
+      if (!make_range_idle(address)) {
+        if (std::optional<free_range> busy = index_.containing(address)) {
+          busy_start = busy->address;
+          busy_end = busy->address + busy->size_bytes;
+        }
+        continue;
+      }
       const std::size_t before = pages_.mapped_count();
       unmap_page(page);
       if (pages_.mapped_count() < before) {
