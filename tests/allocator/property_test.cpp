@@ -108,10 +108,11 @@ void run_worker(core::allocator& instance, int thread_index, long operations, st
   for (live_entry& entry : mine) release(entry);
 }
 
-void run_property(bool use_vmm, int threads, long operations) {
+void run_property(const core::cache_settings& settings, int threads, long operations) {
+  const bool use_vmm = settings.use_vmm;
   reset_simcuda();
   const std::uint64_t used_before = simcuda_used_bytes(0);
-  auto instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+  auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   CHECK(std::string(cache.backend_name()) == (use_vmm ? "vmm" : "cudaMalloc"));
   std::vector<void*> streams;
@@ -162,9 +163,25 @@ void run_property(bool use_vmm, int threads, long operations) {
 }  // namespace
 
 TEST_CASE("property: VMM backend, random operations over threads and streams", "[property][vmm]") {
-  run_property(true, 4, operations_from_env(8000));
+  run_property(core::cache_settings{true, 2.0, false}, 4, operations_from_env(8000));
 }
 
 TEST_CASE("property: cudaMalloc backend, random operations over threads and streams", "[property][cudamalloc]") {
-  run_property(false, 4, operations_from_env(8000));
+  run_property(core::cache_settings{false, 2.0, false}, 4, operations_from_env(8000));
+}
+
+// The cache options release memory early (without synchronizing) and split differently:
+// the same properties must hold, with no race on memory released while in use.
+TEST_CASE("property: cache options on, random operations over threads and streams", "[property][options]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    core::cache_settings settings{vmm, 2.0, false};
+    settings.release_threshold_bytes = 8u << 20;
+    settings.reserved_limit_bytes = std::size_t{3} << 30;  // allowed memory: the collection starts at 614 MiB
+    settings.garbage_collection_fraction = 0.2;
+    settings.max_split_bytes = 20u << 20;
+    settings.dedicated_mapping_bytes = 4u << 20;
+    settings.large_segment_bytes = 8u << 20;
+    run_property(settings, 4, operations_from_env(8000) / 2);
+  }
 }

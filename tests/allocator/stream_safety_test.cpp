@@ -163,3 +163,31 @@ TEST_CASE("empty_cache synchronizes once and releases every unused page", "[stre
   CHECK(simcuda_used_bytes(0) == used_before);
   CHECK(f.cache().stats().reserved_bytes[pool_all].current == 0);
 }
+
+TEST_CASE("release_threshold_bytes releases memory only once no kernel can touch it", "[streams][options]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    reset_simcuda();
+    const std::uint64_t used_before = simcuda_used_bytes(0);
+    core::cache_settings settings{vmm, 2.0, false};
+    settings.release_threshold_bytes = 0;
+    auto instance = make_simcuda_allocator(settings);
+    void* stream_a = create_stream(0);
+    const std::size_t size = 40u << 20;
+    void* block = instance->allocate(size, 0, stream_a);
+    const std::uint64_t used_with_block = simcuda_used_bytes(0);
+    simcuda_launch(stream_a, block, size, 1);  // still running when freed
+    instance->deallocate(block);
+    CHECK(simcuda_used_bytes(0) == used_with_block);  // kept: a kernel may still touch it
+    simcuda_complete_all();
+    void* next = instance->allocate(1u << 20, 0, stream_a);  // a slow-path point
+    instance->deallocate(next);
+    CHECK(simcuda_used_bytes(0) == used_before);  // released now, without synchronizing
+    CHECK(instance->device(0).stats().num_sync_all_streams == 0);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+    check_consistency(instance->device(0).snapshot(), instance->device(0).stats());
+    instance.reset();
+    destroy_stream(stream_a);
+  }
+}
