@@ -364,3 +364,25 @@ TEST_CASE("FRAGLESS_CONF keys reach the core settings; defaults keep everything 
   CHECK(set.small_segment_bytes == 4 * kMiB);
   CHECK(set.large_segment_bytes == 40 * kMiB);
 }
+
+TEST_CASE("dedicated mappings: a failing device call leaves nothing behind", "[options][faults]") {
+  const char* call = GENERATE("reserve_address_range", "create_physical", "map");
+  INFO("failing " << call);
+  core::cache_settings settings = mode(true);
+  settings.dedicated_mapping_bytes = 64 * kMiB;
+  fixture f(kGiB, settings);
+  f.cache();  // the shared range is reserved before the failure is armed
+  f.device_backend->fail_next = call;
+  CHECK_THROWS_AS(f.instance.allocate(100 * kMiB, 0, stream_number(1)), device_error);
+  CHECK(f.device_backend->used_bytes() == 0);
+  CHECK(f.device_backend->mapped_bytes() == 0);
+  f.check();
+  void* block = f.instance.allocate(100 * kMiB, 0, stream_number(1));  // works once the call does
+  CHECK(f.device_backend->used_bytes() == 100 * kMiB);
+  f.instance.deallocate(block);
+  f.cache().release_cache(0);
+  CHECK(f.device_backend->used_bytes() == 0);
+  const device_stats stats = f.cache().stats();
+  CHECK(stats.num_device_alloc == stats.num_device_free);
+  f.check();
+}
