@@ -27,9 +27,9 @@ std::size_t bytes_or_unlimited(std::uint64_t value) noexcept {
 //
 // Options with a narrower meaning than their table entry:
 //  - small_max_bytes is capped at 64 KiB, the largest size class (Note [Size classes]):
-//    a larger value serves requests above 64 KiB from the large pool anyway. The table's
-//    default (1 MiB) is kept for compatibility and is silently capped; any other value
-//    above the cap logs a warning.
+//    requests above 64 KiB always go to the large pool (at 512 B granularity), whatever
+//    the value. The table's default (1 MiB, PyTorch's small-pool bound) is capped
+//    silently; any other value above the cap logs a warning saying so.
 //  - small_segment_bytes / large_segment_bytes size cudaMalloc-mode segments only
 //    (Note [Segment sizes]); in VMM mode memory grows by physical pages and slabs are
 //    sized per class.
