@@ -460,13 +460,13 @@ std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept 
   std::size_t released = 0;
   std::size_t cached = cached_free_bytes();
   if (cached <= bytes_to_keep) return 0;
-  if (uses_vmm_) released += release_dedicated_mappings(bytes_to_keep, &cached, false);
   if (uses_vmm_) {
+    released += release_dedicated_mappings(bytes_to_keep, &cached, false);
     std::vector<std::size_t> pages;
     try {
       pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
     } catch (...) {
-      return 0;
+      return released;
     }
     // Pages come highest first; a busy range is asked about once, not once per page.
     std::uintptr_t busy_start = 0;
