@@ -21,3 +21,6 @@ if(FRAGLESS_SANITIZER)
   add_compile_options(${_fragless_san_flags})
   add_link_options(${_fragless_san_flags})
 endif()
+
+# Installed programs find the installed libraries next to them.
+set(CMAKE_INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")

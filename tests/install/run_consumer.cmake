@@ -12,7 +12,8 @@ function(run_step what)
 endfunction()
 
 run_step("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
-foreach(expected include/fragless/fragless.h include/fragless/fragless.hpp lib/cmake/fragless/fraglessConfig.cmake)
+foreach(expected include/fragless/fragless.h include/fragless/fragless.hpp lib/cmake/fragless/fraglessConfig.cmake
+                 bin/fragless-stats bin/fragless-bench lib/libfragless_preload.so)
   if(NOT EXISTS "${prefix}/${expected}")
     message(FATAL_ERROR "install is missing ${expected}")
   endif()

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Turns fragless-bench's results.json into the README's compact Markdown table.
+
+One row per workload: the ideal (peak live bytes, 512 B-rounded, rounded up to 2 MiB) and
+each allocator's peak reserved bytes as a multiple of it; the best replayed allocator of a
+row in bold; geometric means at the bottom (over the workloads where every replayed
+allocator ran ok, like fragless-bench's own summary rows), once over all workloads and once
+over those whose ideal is at least 64 MiB (a 2 MiB page is a large share of a smaller one).
+
+    python3 scripts/bench_markdown.py build/bench-report/results.json
+"""
+import json
+import math
+import sys
+
+ALLOCATORS = ["fragless", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
+REPLAYED = ["fragless", "pytorch", "pytorch-expandable"]
+
+
+def gib(value):
+    return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
+
+
+def main(path):
+    rows = json.load(open(path))
+    by_trace = {}
+    order = []
+    for row in rows:
+        if row["trace"].startswith("geomean"):
+            continue
+        if row["trace"] not in by_trace:
+            order.append(row["trace"])
+        by_trace.setdefault(row["trace"], {})[row["allocator"]] = row
+    print("| workload | ideal | " + " | ".join(ALLOCATORS) + " |")
+    print("|---|---:|" + "---:|" * len(ALLOCATORS))
+    logs = {name: [] for name in ALLOCATORS}
+    large_logs = {name: [] for name in ALLOCATORS}
+    for trace in order:
+        cells = by_trace[trace]
+        ideal = next((r["ideal_bytes"] for r in cells.values() if r.get("ideal_bytes")), None)
+        ratios = {}
+        for name in ALLOCATORS:
+            row = cells.get(name)
+            if row is None:
+                continue
+            if row["status"] != "ok" or row["ratio_to_ideal"] is None:
+                ratios[name] = row["status"]
+            else:
+                ratios[name] = float(row["ratio_to_ideal"])
+        replayed = [ratios[n] for n in REPLAYED if isinstance(ratios.get(n), float)]
+        best = min(replayed) if replayed else None
+        if all(isinstance(ratios.get(n), float) for n in REPLAYED + ["cudamalloc"]):
+            for name, value in ratios.items():
+                if isinstance(value, float) and value > 0:
+                    logs[name].append(math.log(value))
+                    if ideal and ideal >= 64 * 2**20:
+                        large_logs[name].append(math.log(value))
+
+        def cell(name):
+            value = ratios.get(name)
+            if value is None:
+                return "-"
+            if not isinstance(value, float):
+                return value
+            text = f"{value:.3f}"
+            return f"**{text}**" if name in REPLAYED and value == best else text
+
+        name = trace.replace("|", "/")
+        print(f"| {name} | {gib(ideal) if ideal else '-'} | " + " | ".join(cell(n) for n in ALLOCATORS) + " |")
+    for label, table in (("all workloads", logs), ("workloads with ideal >= 64 MiB", large_logs)):
+        means = []
+        for name in ALLOCATORS:
+            values = table[name]
+            means.append(f"{math.exp(sum(values) / len(values)):.3f} ({len(values)})" if values else "-")
+        print(f"| **geometric mean**, {label} (count) | | " + " | ".join(means) + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
