@@ -1,31 +1,20 @@
 // live_block_checker: interval-set overlap detection (see header).
 #include "live_block_checker.hpp"
+#include "traces/text_fields.hpp"
 
 namespace fragless::bench {
-
-namespace {
-std::string hex(std::uint64_t value) {
-  static const char digits[] = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), digits[value & 15]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + s;
-}
-}  // namespace
 
 bool live_block_checker::insert(std::uint64_t address, std::uint64_t size_bytes, std::string* conflict) {
   const std::uint64_t end = address + size_bytes;
   if (size_bytes == 0 || end < address) {
-    if (conflict != nullptr) *conflict = "block at " + hex(address) + " has an impossible size";
+    if (conflict != nullptr) *conflict = "block at " + traces::format_hex(address) + " has an impossible size";
     return false;
   }
   auto next = intervals_.lower_bound(address);  // first block starting at or after address
   if (next != intervals_.end() && next->first < end) {
     if (conflict != nullptr) {
-      *conflict = "block [" + hex(address) + ", " + hex(end) + ") overlaps live block [" + hex(next->first) + ", " +
-                  hex(next->second) + ")";
+      *conflict = "block [" + traces::format_hex(address) + ", " + traces::format_hex(end) + ") overlaps live block [" + traces::format_hex(next->first) + ", " +
+                  traces::format_hex(next->second) + ")";
     }
     return false;
   }
@@ -33,8 +22,8 @@ bool live_block_checker::insert(std::uint64_t address, std::uint64_t size_bytes,
     auto previous = std::prev(next);
     if (previous->second > address) {
       if (conflict != nullptr) {
-        *conflict = "block [" + hex(address) + ", " + hex(end) + ") overlaps live block [" + hex(previous->first) +
-                    ", " + hex(previous->second) + ")";
+        *conflict = "block [" + traces::format_hex(address) + ", " + traces::format_hex(end) + ") overlaps live block [" + traces::format_hex(previous->first) +
+                    ", " + traces::format_hex(previous->second) + ")";
       }
       return false;
     }

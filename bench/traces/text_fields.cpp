@@ -68,4 +68,14 @@ bool line_reader::next(std::string_view& line) {
   return true;
 }
 
+std::string format_hex(std::uint64_t value) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  do {
+    text.insert(text.begin(), digits[value & 15]);
+    value >>= 4;
+  } while (value != 0);
+  return "0x" + text;
+}
+
 }  // namespace fragless::traces

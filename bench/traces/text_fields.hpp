@@ -21,6 +21,9 @@ std::uint64_t parse_unsigned(std::string_view field, const std::string& where, b
 // Decimal integer that may be negative.
 std::int64_t parse_signed(std::string_view field, const std::string& where);
 
+// "0x..." lower-case hexadecimal, for addresses in error messages.
+std::string format_hex(std::uint64_t value);
+
 // Iterates lines; `line_number` is 1-based.
 class line_reader {
 public:

@@ -1,19 +1,8 @@
 // trace_builder: address -> block id bookkeeping for the readers (see header).
 #include "trace_builder.hpp"
+#include "text_fields.hpp"
 
 namespace fragless::traces {
-
-namespace {
-std::string hex(std::uint64_t value) {
-  static const char digits[] = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), digits[value & 15]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + s;
-}
-}  // namespace
 
 std::uint32_t trace_builder::stream_index(std::uint64_t raw_stream) {
   auto [it, inserted] = streams_.emplace(raw_stream, static_cast<std::uint32_t>(streams_.size()));
@@ -27,7 +16,7 @@ void trace_builder::add_alloc(std::uint64_t address, std::uint64_t size_bytes,
     throw trace_error(where + ": absurd allocation size " + std::to_string(size_bytes));
   }
   if (live_.count(address) != 0) {
-    throw trace_error(where + ": allocation at " + hex(address) + " which is already live");
+    throw trace_error(where + ": allocation at " + format_hex(address) + " which is already live");
   }
   const std::uint32_t stream = stream_index(raw_stream);
   const std::uint64_t id = next_block_id_++;
@@ -53,7 +42,7 @@ void trace_builder::alloc(std::uint64_t address, std::uint64_t size_bytes, std::
 void trace_builder::free(std::uint64_t address, const std::string& where) {
   auto found = live_.find(address);
   if (found == live_.end()) {
-    throw trace_error(where + ": free of unknown address " + hex(address));
+    throw trace_error(where + ": free of unknown address " + format_hex(address));
   }
   const live_block block = found->second;
   live_.erase(found);
