@@ -85,6 +85,14 @@ fragless_status fragless_trim(int device, size_t bytes_to_keep, size_t* released
   });
 }
 
+fragless_status fragless_compact(int device, size_t* released_bytes, size_t* unmapped_pages) {
+  return guarded([&] {
+    const fragless::compact_result result = fragless::compact(device);
+    if (released_bytes != nullptr) *released_bytes = result.released_bytes;
+    if (unmapped_pages != nullptr) *unmapped_pages = result.unmapped_pages;
+  });
+}
+
 fragless_status fragless_set_memory_fraction(double fraction, int device) {
   return guarded([&] { fragless::set_memory_fraction(fraction, device); });
 }
@@ -141,16 +149,25 @@ fragless_status fragless_base_allocation(void* ptr, void** base, size_t* size) {
   });
 }
 
+namespace {
+// Copies `text` into buf (NUL-terminated, truncated to buf_bytes); *needed_bytes gets the
+// full length + 1.
+void copy_text(const std::string& text, char* buf, size_t buf_bytes, size_t* needed_bytes) noexcept {
+  if (needed_bytes != nullptr) *needed_bytes = text.size() + 1;
+  if (buf != nullptr && buf_bytes > 0) {
+    const std::size_t count = std::min(text.size(), buf_bytes - 1);
+    std::memcpy(buf, text.data(), count);
+    buf[count] = '\0';
+  }
+}
+}  // namespace
+
 fragless_status fragless_memory_summary(int device, char* buf, size_t buf_bytes, size_t* needed_bytes) {
-  return guarded([&] {
-    const std::string text = fragless::memory_summary(device);
-    if (needed_bytes != nullptr) *needed_bytes = text.size() + 1;
-    if (buf != nullptr && buf_bytes > 0) {
-      const std::size_t count = std::min(text.size(), buf_bytes - 1);
-      std::memcpy(buf, text.data(), count);
-      buf[count] = '\0';
-    }
-  });
+  return guarded([&] { copy_text(fragless::memory_summary(device), buf, buf_bytes, needed_bytes); });
+}
+
+fragless_status fragless_memory_stats_json(int device, char* buf, size_t buf_bytes, size_t* needed_bytes) {
+  return guarded([&] { copy_text(fragless::stats_json(device), buf, buf_bytes, needed_bytes); });
 }
 
 }  // extern "C"

@@ -34,6 +34,16 @@ std::size_t trim(std::size_t bytes_to_keep, int device) {
   return released;
 }
 
+compact_result compact(int device) {
+  compact_result total;
+  for (core::device_cache* cache : targets(device)) {
+    const compact_result one = cache->compact();
+    total.released_bytes += one.released_bytes;
+    total.unmapped_pages += one.unmapped_pages;
+  }
+  return total;
+}
+
 void set_memory_fraction(double fraction, int device) { global().device(device).set_memory_fraction(fraction); }
 void reset_peak_stats(int device) { global().device(device).reset_peak_stats(); }
 void reset_accumulated_stats(int device) { global().device(device).reset_accumulated_stats(); }

@@ -1,7 +1,6 @@
 // Maps the parsed FRAGLESS_CONF options (fragless_config's one options table) onto the
-// settings the core reads. Options the core does not implement yet are listed in
-// Note [Options not yet used]. Invariant: every option the table documents either reaches
-// the core here or is listed in that Note with the reason.
+// settings the core reads. Invariant: every option the table documents reaches the core
+// here; where the core gives an option a narrower meaning, the Note below says so.
 #include <algorithm>
 #include <cstdint>
 
@@ -19,12 +18,7 @@ std::size_t bytes_or_unlimited(std::uint64_t value) noexcept {
 
 }  // namespace
 
-// Note [Options not yet used]
-// compact_threshold_bytes and background_compaction are parsed (and validated) by
-// fragless_config but not acted on: they belong to page compaction (moving live pages out
-// of free holes), a later piece of work. Free pages are only moved when an allocation
-// needs one (Note [Page cache]).
-//
+// Note [Narrower options]
 // Options with a narrower meaning than their table entry:
 //  - small_max_bytes is capped at 64 KiB, the largest size class (Note [Size classes]):
 //    requests above 64 KiB always go to the large pool (at 512 B granularity), whatever
@@ -49,6 +43,8 @@ cache_settings settings_from_options(const options& values) {
   settings.garbage_collection_fraction = values.garbage_collection_threshold;
   settings.max_split_bytes = bytes_or_unlimited(values.max_split_bytes);
   settings.dedicated_mapping_bytes = bytes_or_unlimited(values.dedicated_mapping_threshold_bytes);
+  settings.compact_threshold_bytes = bytes_or_unlimited(values.compact_threshold_bytes);
+  settings.background_compaction = values.background_compaction;
   settings.small_segment_bytes = static_cast<std::size_t>(values.small_segment_bytes);
   settings.large_segment_bytes = static_cast<std::size_t>(values.large_segment_bytes);
   return settings;

@@ -54,10 +54,12 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       settings_(settings),
       instance_id_(next_instance_id.fetch_add(1)),
       small_limit_bytes_(std::min(settings.small_limit_bytes, kSmallLimitBytes)),
+      exact_start_remaining_(settings.exact_start_allocations),
       events_(device_backend, device),
       large_(device_backend, device, events_) {}
 
 device_cache::~device_cache() {
+  stop_background_compaction();
   // Pending events go back to the pool, which the event_pool destructor destroys.
   for (pending_large& pending : pending_large_)
     for (void* event : pending.events) events_.release(event);
@@ -89,6 +91,8 @@ void device_cache::initialize() {
   large_.set_segment_sizes(settings_.small_segment_bytes, settings_.large_segment_bytes);
   large_.set_max_split(settings_.max_split_bytes);
   large_.set_dedicated_threshold(settings_.dedicated_mapping_bytes);
+  stats_.page_compaction = large_.uses_vmm() ? 1 : 0;
+  start_background_compaction();
   stats_.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : as_signed(settings_.max_split_bytes);
 }
 
@@ -144,8 +148,8 @@ void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
     }
     throw_out_of_memory_locked(request_bytes);
   }
-  return request_bytes <= small_limit_bytes_ ? allocate_small(request_bytes, stream)
-                                             : allocate_large(request_bytes, stream);
+  if (request_bytes <= small_limit_bytes_ && !take_exact_start()) return allocate_small(request_bytes, stream);
+  return allocate_large(request_bytes, stream);
 }
 
 // Hot path (cache hit): one shard lock, the stats lock, one live-map shard lock.
@@ -158,6 +162,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
   std::uint32_t slot = 0;
   bool placed = false;
   std::vector<slab*> surplus;
+  std::size_t new_slab_bytes = 0;
   {
     std::lock_guard<spin_lock> lock(shard.mutex());
     placed = shard.try_allocate(class_index, &address, &owner, &slot);
@@ -165,7 +170,10 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       process_pending_small(shard, false, &surplus);
       placed = shard.try_allocate(class_index, &address, &owner, &slot);
     }
-    if (placed) count_small_allocation(shard, size_bytes, request_bytes);
+    if (placed)
+      count_small_allocation(shard, size_bytes, request_bytes);
+    else
+      new_slab_bytes = slab_bytes(class_index, shard.class_slab_count(class_index));
   }
   if (!surplus.empty()) {
     std::lock_guard<std::mutex> lock(device_mutex_);
@@ -176,11 +184,11 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     std::uintptr_t slab_address = 0;
     {
       std::lock_guard<std::mutex> lock(device_mutex_);
-      slab_address = place_large_locked(slab_bytes(class_index), request_bytes, stream);
+      slab_address = place_large_locked(new_slab_bytes, request_bytes, stream);
     }
     std::unique_ptr<slab> fresh;
     try {
-      fresh = make_slab(slab_address, class_index);
+      fresh = make_slab(slab_address, class_index, new_slab_bytes);
       std::lock_guard<spin_lock> lock(shard.mutex());
       const std::size_t bytes = fresh->bytes;
       shard.add_slab(std::move(fresh));
@@ -240,30 +248,42 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) 
 // Slow path, holds device_mutex_: best fit, then the OOM path of Note [Out of memory].
 // Note [Out of memory]
 // When the device (or the memory-fraction limit) refuses memory: synchronize the device
-// once (counted in num_sync_all_streams), which completes every pending free; give back
-// empty slabs and every cached free page / free segment; retry once (num_alloc_retries).
-// Only then fail (num_ooms) with PyTorch's message shape. Nothing is changed by a failure
-// beyond the cache having been emptied.
+// once (counted in num_sync_all_streams), which completes every pending free and makes
+// every free page idle; give back empty slabs; retry, so page moves and stitching can use
+// every free page (Note [Stitching]). If that fails too, a compaction pass releases every
+// cached page, mapping and handle, and the allocation is retried once more
+// (num_alloc_retries counts the allocations that took this path). Only then fail
+// (num_ooms) with PyTorch's message shape. Nothing is changed by a failure beyond the
+// cache having been emptied.
 std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::size_t request_bytes,
                                                 stream_id stream, std::size_t* placed_bytes) {
   if (!pending_large_.empty()) process_pending_locked(false);
   std::uintptr_t address = 0;
   backend::status result = allocate_with_collection_locked(size_bytes, stream, &address, placed_bytes);
+  bool synchronized = false;
   if (result == backend::status::out_of_memory) {
     {
       std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       ++stats_.num_alloc_retries;
     }
-    release_cache_locked(0);
+    synchronized = synchronize_locked();
+    settle_locked(synchronized);
     result = large_.allocate(size_bytes, stream, &address, placed_bytes);
+    if (result == backend::status::out_of_memory && synchronized) {
+      record_compaction_locked(large_.compact(compaction_pass{true, false, 0}));
+      result = large_.allocate(size_bytes, stream, &address, placed_bytes);
+    }
   }
-  if (result == backend::status::out_of_memory && last_release_synchronized_) {
+  if (result == backend::status::out_of_memory && synchronized) {
     // Pages the failed attempt mapped are cached now; give them back too. Safe without
     // another synchronization: the retry synchronized, and the device lock has been held
     // since, so no block was freed into the cache meanwhile.
     large_.release_cached(0);
   }
-  if (result == backend::status::ok) release_above_threshold_locked();
+  if (result == backend::status::ok) {
+    release_above_threshold_locked();
+    compact_if_due_locked();
+  }
   account_device_locked();
   if (result == backend::status::ok) return address;
   if (result == backend::status::out_of_memory) {
@@ -310,6 +330,14 @@ void device_cache::release_above_threshold_locked() noexcept {
   if (settings_.release_threshold_bytes == SIZE_MAX) return;
   if (large_.cached_free_bytes() <= settings_.release_threshold_bytes) return;
   large_.release_idle_cached(settings_.release_threshold_bytes);
+}
+
+// Holds device_mutex_. The slow-path point after a large free or a slab's return.
+void device_cache::release_after_free_locked() noexcept {
+  if (settings_.release_threshold_bytes == SIZE_MAX && settings_.compact_threshold_bytes == SIZE_MAX) return;
+  release_above_threshold_locked();
+  compact_if_due_locked();
+  account_device_locked();
 }
 
 void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
@@ -359,6 +387,8 @@ void device_cache::account_device_locked() noexcept {
   stats_.unmap_ns += now.unmap_ns - accounted_counters_.unmap_ns;
   stats_.num_cross_stream_waits += now.cross_stream_waits - accounted_counters_.cross_stream_waits;
   stats_.num_sync_all_streams += now.device_syncs - accounted_counters_.device_syncs;
+  stats_.num_page_moves += now.page_moves - accounted_counters_.page_moves;
+  stats_.num_stitched_allocations += now.stitched_allocations - accounted_counters_.stitched_allocations;
   stats_.pages_mapped.current = static_cast<std::int64_t>(large_.pages().mapped_count());
   stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
   stats_.num_events_created = events_.created_count();
@@ -449,10 +479,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
     if (surplus != nullptr) {
       std::lock_guard<std::mutex> lock(device_mutex_);
       return_slab_locked(shard, surplus);
-      if (settings_.release_threshold_bytes != SIZE_MAX) {
-        release_above_threshold_locked();
-        account_device_locked();
-      }
+      release_after_free_locked();
     }
     return;
   }
@@ -473,10 +500,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
   }
   large_.release(address, block.size_bytes, streams);
   record_free_stats(block, true);
-  if (settings_.release_threshold_bytes != SIZE_MAX) {
-    release_above_threshold_locked();
-    account_device_locked();
-  }
+  release_after_free_locked();
 }
 
 // Holds device_mutex_ (the slab is already unlinked from its shard's lists).
@@ -547,71 +571,6 @@ void device_cache::process_pending_small(stream_shard& shard, bool device_synchr
     shard.counters().active_bytes.subtract(as_signed(at->size_bytes));
   }
   pending.erase(keep, pending.end());
-}
-
-// ---------------------------------------------------------------------------------------
-// Cache control
-
-std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
-  std::lock_guard<std::mutex> lock(device_mutex_);
-  return release_cache_locked(bytes_to_keep);
-}
-
-// Holds device_mutex_. See Note [Out of memory] and Note [Page cache].
-std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexcept {
-  const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
-  last_release_synchronized_ = synchronized;
-  if (!synchronized) {
-    try {
-      log_message(log_level::warn, "device " + std::to_string(device_) +
-                                       ": synchronization failed, cached memory kept: " + backend_.last_error_text());
-    } catch (...) {
-    }
-  }
-  if (synchronized) {
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    ++stats_.num_sync_all_streams;
-  }
-  if (synchronized) large_.forget_streams();
-  process_pending_locked(synchronized);
-  std::vector<std::pair<stream_shard*, std::vector<slab*>>> to_return;
-  try {
-    std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
-    for (auto& [stream, shard] : shards_) {
-      std::vector<slab*> slabs;
-      std::vector<std::unique_ptr<slab>> empty;
-      {
-        std::lock_guard<spin_lock> lock(shard->mutex());
-        process_pending_small(*shard, synchronized, &slabs);
-        empty = shard->take_empty_slabs();
-      }
-      for (slab* released : slabs) return_slab_locked(*shard, released);
-      for (auto& owned : empty) {
-        large_.release(owned->address, owned->bytes, synchronized ? stream_set() : stream_set(shard->stream()));
-        std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-        update(stats_.segment, pool_small, -1);
-        stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
-        stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
-      }
-    }
-  } catch (...) {
-  }
-  std::size_t released = 0;
-  if (synchronized) {
-    large_.forget_streams();
-    released = large_.release_cached(bytes_to_keep);
-  }
-  account_device_locked();
-  return released;
-}
-
-void device_cache::set_memory_fraction(double fraction) {
-  if (!(fraction > 0.0 && fraction <= 1.0))
-    throw invalid_argument_error("fragless: memory fraction must be in (0, 1], got " + std::to_string(fraction));
-  std::lock_guard<std::mutex> lock(device_mutex_);
-  // The tighter of the fraction and the max_cached_bytes option.
-  large_.set_reserved_limit(std::min(settings_.reserved_limit_bytes,
-                                     static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_))));
 }
 
 }  // namespace fragless::core

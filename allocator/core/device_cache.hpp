@@ -16,8 +16,10 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <condition_variable>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +53,16 @@ namespace fragless::core {
 // Known limit (shared with PyTorch): streams are identified by handle value, so a new
 // stream that reuses a destroyed stream's handle inherits its small-pool shard.
 // Settings.unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
+// Note [Exact start]
+// A device's first kExactStartAllocations small requests skip the size-class slabs and are
+// placed exactly, at 512 B granularity, in the large pool (Note [Placement]). A program
+// that allocates little -- a small model, a compiler-planned set of buffers -- then
+// reserves what best fit needs, with no class rounding and no partly used slabs; a program
+// that allocates a lot is past the threshold within its first iterations and gets the
+// slab fast path for the rest of its life. Blocks placed exactly stay large-pool blocks
+// until freed. The check on the hot path reads one counter that stops changing at zero.
+inline constexpr std::int64_t kExactStartAllocations = 1024;
+
 struct cache_settings {
   bool use_vmm = true;
   double virtual_range_factor = 2.0;  // VMM range = factor * device capacity
@@ -61,6 +73,10 @@ struct cache_settings {
   double garbage_collection_fraction = 0.0;              // Note [Release threshold]; 0: off
   std::size_t max_split_bytes = SIZE_MAX;                // Note [Max split size]
   std::size_t dedicated_mapping_bytes = SIZE_MAX;        // Note [Dedicated mappings]; SIZE_MAX: never
+  std::size_t compact_threshold_bytes = SIZE_MAX;        // Note [Compaction]; SIZE_MAX: no automatic pass
+  bool background_compaction = false;                    // Note [Compaction]
+  std::int64_t compaction_interval_ns = 1'000'000'000;   // Note [Compaction]
+  std::int64_t exact_start_allocations = kExactStartAllocations;  // Note [Exact start]; 0: off
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // Note [Segment sizes]
   std::size_t large_segment_bytes = std::size_t{20} << 20;  // Note [Segment sizes]
 };
@@ -77,6 +93,7 @@ struct cache_settings {
 //    memory while reserved memory exceeds f x the allowed memory (capacity, lowered by
 //    set_memory_fraction / max_cached_bytes), cached memory is released first, down to
 //    f x allowed if the cache holds that much, and the allocation is retried.
+
 
 class device_cache {
  public:
@@ -99,6 +116,8 @@ class device_cache {
   void check_stream(stream_id stream);
 
   std::size_t release_cache(std::size_t bytes_to_keep);
+  // Note [Compaction]: the explicit pass (no device synchronization).
+  compact_result compact() noexcept;
   void set_memory_fraction(double fraction);
   // All stats. with_layout recomputes the layout figures (segments, inactive splits,
   // largest free block) from a snapshot; without it they keep their last computed values
@@ -110,6 +129,11 @@ class device_cache {
   std::uint64_t capacity_bytes() const noexcept { return capacity_bytes_; }
 
  private:
+  // Note [Exact start]: true while this request should be placed exactly.
+  bool take_exact_start() noexcept {
+    if (exact_start_remaining_.load(std::memory_order_relaxed) <= 0) return false;
+    return exact_start_remaining_.fetch_sub(1, std::memory_order_relaxed) > 0;
+  }
   stream_shard& shard_for(stream_id stream);
   stream_shard& create_shard(stream_id stream);
   void* allocate_small(std::size_t request_bytes, stream_id stream);
@@ -122,8 +146,20 @@ class device_cache {
                                                   std::size_t* placed_bytes) noexcept;
   // Note [Release threshold]: releases idle cached bytes above release_threshold_bytes.
   void release_above_threshold_locked() noexcept;
+  // After a large free or a slab's return: the release threshold and automatic compaction.
+  void release_after_free_locked() noexcept;
   void process_pending_locked(bool device_synchronized) noexcept;
   std::size_t release_cache_locked(std::size_t bytes_to_keep) noexcept;
+  bool synchronize_locked() noexcept;
+  // Completes what can complete (everything, after a synchronization) and returns empty
+  // slabs to the large pool.
+  void settle_locked(bool synchronized) noexcept;
+  // Note [Compaction]
+  void compact_if_due_locked() noexcept;
+  void record_compaction_locked(const compaction_outcome& outcome) noexcept;
+  // Runs compact_if_due_locked every interval on a thread of its own (background_compaction).
+  void start_background_compaction();
+  void stop_background_compaction() noexcept;
   void account_device_locked() noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t request_bytes);
   // Holds the shard's mutex.
@@ -149,6 +185,7 @@ class device_cache {
   const std::size_t small_limit_bytes_;
   std::uint64_t capacity_bytes_ = 0;
 
+  std::atomic<std::int64_t> exact_start_remaining_;
   std::mutex device_mutex_;
   event_pool events_;
   large_pool large_;
@@ -160,7 +197,6 @@ class device_cache {
   };
   std::vector<pending_large> pending_large_;
   bool pending_need_sync_ = false;  // some pending free could not record its events
-  bool last_release_synchronized_ = false;  // did the last release_cache_locked synchronize?
 
   std::shared_mutex shards_mutex_;
   std::unordered_map<stream_id, std::unique_ptr<stream_shard>> shards_;
@@ -171,6 +207,12 @@ class device_cache {
   std::size_t accounted_reserved_bytes_ = 0;
   std::size_t accounted_segments_ = 0;
   large_pool_counters accounted_counters_;
+
+  std::int64_t last_compaction_ns_ = 0;  // under device_mutex_
+  std::mutex background_mutex_;
+  std::condition_variable background_cv_;
+  bool stop_background_ = false;
+  std::thread background_;
 };
 
 }  // namespace fragless::core

@@ -28,9 +28,12 @@ large_pool::large_pool(backend::backend& device_backend, int device, event_pool&
 large_pool::~large_pool() {
   // Teardown: give back whatever is left; live blocks are the program's leak.
   for (const auto& [base, mapping] : dedicated_) {
-    backend_.unmap(device_, base, mapping.bytes);
-    backend_.release_physical(device_, mapping.handle);
-    backend_.free_address_range(device_, base, mapping.bytes);
+    const std::size_t piece_bytes = mapping.handles.empty() ? 0 : mapping.bytes / mapping.handles.size();
+    for (std::size_t index = 0; index < mapping.handles.size(); ++index) {
+      backend_.unmap(device_, base + index * piece_bytes, piece_bytes);
+      backend_.release_physical(device_, mapping.handles[index]);
+    }
+    backend_.free_address_range(device_, base, mapping.range_bytes);
   }
   if (uses_vmm_) {
     for (std::size_t page = 0; page < pages_.page_count(); ++page) {
@@ -79,7 +82,7 @@ std::size_t large_pool::device_segment_count() const noexcept {
 }
 
 std::size_t large_pool::cached_free_bytes() const noexcept {
-  if (uses_vmm_) return pages_.cached_free_pages().size() * pages_.page_bytes() + dedicated_cached_bytes_;
+  if (uses_vmm_) return mapped_cached_bytes();
   std::size_t bytes = 0;
   for (const auto& [base, size] : segments_) {
     auto range = index_.containing(base);
@@ -147,7 +150,7 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
     if (uses_vmm_ && size_bytes >= dedicated_threshold_bytes_)
       return allocate_dedicated(size_bytes, stream, address, placed_bytes);
-    return uses_vmm_ ? allocate_vmm(size_bytes, stream, address)
+    return uses_vmm_ ? allocate_vmm(size_bytes, stream, address, placed_bytes)
                      : allocate_segment(size_bytes, stream, address, placed_bytes);
   } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
     return backend::status::error;
@@ -179,109 +182,50 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
   return backend::status::ok;
 }
 
-backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address) {
-  std::optional<free_range> range = index_.best_fit(size_bytes);
-  if (!range) return backend::status::out_of_memory;  // address space exhausted
-  backend::status result = order_after_streams(*range, stream);
-  if (result != backend::status::ok) return result;
-  result = map_missing_pages(range->address, size_bytes);
-  if (result != backend::status::ok) return result;
-  index_.carve(range->address, size_bytes);
-  pages_.add_live(range->address, size_bytes);
-  *address = range->address;
-  return backend::status::ok;
-}
-
-// Note [Dedicated mappings]
-backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
-                                               std::size_t* placed_bytes) {
-  const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
-  for (auto& [base, mapping] : dedicated_) {
-    if (mapping.in_use || mapping.bytes != bytes) continue;
-    backend::status ordered = order_after_streams(free_range{base, bytes, 0, mapping.streams}, stream);
-    if (ordered != backend::status::ok) return ordered;
-    mapping.in_use = true;
-    mapping.streams = stream_set();
-    dedicated_cached_bytes_ -= bytes;
-    *address = base;
-    if (placed_bytes != nullptr) *placed_bytes = bytes;
-    return backend::status::ok;
-  }
-  if (reserved_bytes() + bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
-  std::uintptr_t base = 0;
-  backend::status result = backend_.reserve_address_range(device_, bytes, &base);
-  if (result != backend::status::ok) return result;
-  backend::physical_handle handle = 0;
-  result = backend_.create_physical(device_, bytes, &handle);
-  if (result != backend::status::ok) {
-    backend_.free_address_range(device_, base, bytes);
-    return result;
-  }
-  ++counters_.device_alloc;
-  const std::int64_t start = now_ns();
-  result = backend_.map(device_, base, bytes, handle);
-  counters_.map_ns += now_ns() - start;
-  if (result == backend::status::ok) {
-    ++counters_.map;
-    try {
-      dedicated_.emplace(base, dedicated_mapping{bytes, handle, true, {}});
-    } catch (...) {
-      backend_.unmap(device_, base, bytes);
-      ++counters_.unmap;
-      result = backend::status::error;
+// Note [Placement]
+std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placement(std::size_t size_bytes) const {
+  std::uintptr_t best_address = 0;
+  std::uintptr_t best_range = 0;
+  std::size_t best_new_pages = SIZE_MAX;
+  auto consider = [&](std::uintptr_t range_address, std::size_t range_bytes) {
+    const std::uintptr_t candidates[2] = {range_address, range_address + range_bytes - size_bytes};
+    for (std::uintptr_t candidate : candidates) {
+      const std::size_t new_pages = pages_.unmapped_pages(candidate, size_bytes, best_new_pages);
+      if (new_pages < best_new_pages) {
+        best_new_pages = new_pages;
+        best_address = candidate;
+        best_range = range_address;
+      }
     }
+  };
+  std::size_t inspected = 0;
+  index_.for_each_fitting(size_bytes, [&](std::uintptr_t range_address, std::size_t range_bytes) {
+    consider(range_address, range_bytes);
+    return best_new_pages > 0 && ++inspected < kPlacementCandidates;
+  });
+  if (best_new_pages == SIZE_MAX) return std::nullopt;  // nothing fits
+  if (best_new_pages > 0) {
+    auto largest = index_.largest();
+    if (largest && largest->first != best_range) consider(largest->first, largest->second);
   }
-  if (result != backend::status::ok) {
-    release_handle(handle);
-    backend_.free_address_range(device_, base, bytes);
-    return result;
-  }
-  dedicated_bytes_ += bytes;
-  *address = base;
-  if (placed_bytes != nullptr) *placed_bytes = bytes;
+  std::optional<free_range> range = index_.containing(best_range);
+  if (!range) return std::nullopt;
+  return std::make_pair(best_address, *range);
+}
+
+backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                         std::size_t* placed_bytes) {
+  auto placement = choose_placement(size_bytes);
+  if (!placement) return allocate_stitched(size_bytes, stream, address, placed_bytes);
+  const auto& [block_address, range] = *placement;
+  backend::status result = order_after_streams(range, stream);
+  if (result != backend::status::ok) return result;
+  result = map_missing_pages(block_address, size_bytes);
+  if (result != backend::status::ok) return result;
+  index_.carve(block_address, size_bytes);
+  pages_.add_live(block_address, size_bytes);
+  *address = block_address;
   return backend::status::ok;
-}
-
-bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
-  auto at = dedicated_.find(base);
-  if (at == dedicated_.end() || at->second.in_use) return false;
-  const std::size_t bytes = at->second.bytes;
-  const std::int64_t start = now_ns();
-  if (backend_.unmap(device_, base, bytes) != backend::status::ok) return false;
-  counters_.unmap_ns += now_ns() - start;
-  ++counters_.unmap;
-  release_handle(at->second.handle);
-  backend_.free_address_range(device_, base, bytes);
-  dedicated_bytes_ -= bytes;
-  dedicated_cached_bytes_ -= bytes;
-  dedicated_.erase(at);
-  return true;
-}
-
-std::size_t large_pool::release_dedicated_mappings(std::size_t bytes_to_keep, std::size_t* cached,
-                                                   bool synchronized) noexcept {
-  std::size_t released = 0;
-  for (auto at = dedicated_.begin(); at != dedicated_.end() && *cached > bytes_to_keep;) {
-    auto next = std::next(at);  // release_dedicated erases the entry
-    const std::uintptr_t base = at->first;
-    const dedicated_mapping& mapping = at->second;
-    const std::size_t bytes = mapping.bytes;
-    at = next;
-    if (mapping.in_use) continue;
-    if (!synchronized) {
-      bool idle = true;
-      for (stream_id stream : mapping.streams.streams())
-        if (events_.stream_idle(stream) != backend::status::ok) {
-          idle = false;
-          break;
-        }
-      if (!idle) continue;
-    }
-    if (!release_dedicated(base)) continue;
-    released += bytes;
-    *cached -= bytes;
-  }
-  return released;
 }
 
 backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept {
@@ -290,12 +234,8 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
   for (std::size_t page = first; page < end; ++page) {
     if (pages_.is_mapped(page)) continue;
     backend::physical_handle handle = 0;
-    if (!take_cached_page(first, end, &handle)) {
-      if (reserved_bytes() + pages_.page_bytes() > reserved_limit_bytes_) return backend::status::out_of_memory;
-      backend::status created = backend_.create_physical(device_, pages_.page_bytes(), &handle);
-      if (created != backend::status::ok) return created;
-      ++counters_.device_alloc;
-    }
+    backend::status taken = take_page(first, end, &handle);
+    if (taken != backend::status::ok) return taken;
     backend::status mapped = map_page(page, handle);
     if (mapped != backend::status::ok) {
       // The handle is in no page's hands now: give it back. Pages mapped earlier in this
@@ -304,6 +244,15 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
       return mapped;
     }
   }
+  return backend::status::ok;
+}
+
+backend::status large_pool::take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
+  if (take_cached_page(first, end, handle)) return backend::status::ok;
+  if (reserved_bytes() + pages_.page_bytes() > reserved_limit_bytes_) return backend::status::out_of_memory;
+  backend::status created = backend_.create_physical(device_, pages_.page_bytes(), handle);
+  if (created != backend::status::ok) return created;
+  ++counters_.device_alloc;
   return backend::status::ok;
 }
 
@@ -351,14 +300,6 @@ backend::status large_pool::map_page(std::size_t page, backend::physical_handle 
   ++counters_.map;
   pages_.set_mapped(page, handle);
   return backend::status::ok;
-}
-
-void large_pool::unmap_page(std::size_t page) noexcept {
-  const std::int64_t start = now_ns();
-  if (backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes()) != backend::status::ok) return;
-  counters_.unmap_ns += now_ns() - start;
-  ++counters_.unmap;
-  release_handle(pages_.set_unmapped(page));
 }
 
 void large_pool::release_handle(backend::physical_handle handle) noexcept {
@@ -432,6 +373,7 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
         return;  // no host memory: the mapping stays unavailable rather than unsafe
       }
       at->second.in_use = false;
+      at->second.free_since_epoch = pages_.epoch();
       dedicated_cached_bytes_ += at->second.bytes;
       return;
     }
@@ -448,114 +390,6 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
     // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
     // shortage must not corrupt device bookkeeping).
   }
-}
-
-std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
-  return uses_vmm_ ? release_cached_pages(bytes_to_keep) : release_cached_segments(bytes_to_keep);
-}
-
-// Note [Release threshold]: like release_cached, but without a device synchronization, so
-// only memory whose free range is idle now goes; the rest waits for a later call.
-std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept {
-  std::size_t released = 0;
-  std::size_t cached = cached_free_bytes();
-  if (cached <= bytes_to_keep) return 0;
-  if (uses_vmm_) {
-    released += release_dedicated_mappings(bytes_to_keep, &cached, false);
-    std::vector<std::size_t> pages;
-    try {
-      pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
-    } catch (...) {
-      return released;
-    }
-    // Pages come highest first; a busy range is asked about once, not once per page.
-    std::uintptr_t busy_start = 0;
-    std::uintptr_t busy_end = 0;
-    for (std::size_t page : pages) {
-      if (cached <= bytes_to_keep) break;
-      const std::uintptr_t address = pages_.page_address(page);
-      if (address >= busy_start && address < busy_end) continue;
-      if (!make_range_idle(address)) {
-        if (std::optional<free_range> busy = index_.containing(address)) {
-          busy_start = busy->address;
-          busy_end = busy->address + busy->size_bytes;
-        }
-        continue;
-      }
-      const std::size_t before = pages_.mapped_count();
-      unmap_page(page);
-      if (pages_.mapped_count() < before) {
-        released += pages_.page_bytes();
-        cached -= pages_.page_bytes();
-      }
-    }
-    return released;
-  }
-  for (auto at = segments_.begin(); at != segments_.end() && cached > bytes_to_keep;) {
-    const auto [base, size] = *at;
-    auto range = index_.containing(base);
-    if (!range || range->address != base || range->size_bytes != size || !make_range_idle(base) ||
-        backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
-      ++at;
-      continue;
-    }
-    ++counters_.device_free;
-    index_.carve(base, size);
-    segment_bytes_ -= size;
-    released += size;
-    cached -= size;
-    at = segments_.erase(at);
-  }
-  return released;
-}
-
-std::size_t large_pool::release_cached_pages(std::size_t bytes_to_keep) noexcept {
-  std::size_t released = 0;
-  std::vector<backend::physical_handle> retry;
-  retry.swap(unreleased_);
-  for (backend::physical_handle handle : retry) release_handle(handle);
-  std::vector<std::size_t> pages;
-  try {
-    pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
-  } catch (...) {
-    return 0;
-  }
-  std::size_t cached = pages.size() * pages_.page_bytes() + dedicated_cached_bytes_;
-  released += release_dedicated_mappings(bytes_to_keep, &cached, true);
-  for (std::size_t page : pages) {
-    if (cached <= bytes_to_keep) break;
-    const std::size_t before = pages_.mapped_count();
-    unmap_page(page);
-    if (pages_.mapped_count() < before) {
-      released += pages_.page_bytes();
-      cached -= pages_.page_bytes();
-    }
-  }
-  return released;
-}
-
-std::size_t large_pool::release_cached_segments(std::size_t bytes_to_keep) noexcept {
-  std::size_t released = 0;
-  std::size_t cached = cached_free_bytes();
-  for (auto at = segments_.begin(); at != segments_.end() && cached > bytes_to_keep;) {
-    const auto [base, size] = *at;
-    auto range = index_.containing(base);
-    if (!range || range->address != base || range->size_bytes != size) {
-      ++at;
-      continue;
-    }
-    if (backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
-      ++at;
-      continue;
-    }
-    ++counters_.device_free;
-    index_.carve(base, size);
-    segment_bytes_ -= size;
-    released += size;
-    cached -= size;
-    at = segments_.erase(at);
-  }
-  return released;
 }
 
 }  // namespace fragless::core

@@ -1,15 +1,18 @@
 // The large pool of one device: where every block the size classes do not serve lives,
 // and where slabs come from. Two ways to get device memory, chosen at start:
-//  - VMM (default where supported): one large reserved virtual range; blocks are packed
-//    best-fit, address-ordered, at 512 B granularity inside it; 2 MiB physical pages are
-//    mapped under a block when it needs them (Note [Page cache]). Very large requests
-//    get a range and mapping of their own instead (Note [Dedicated mappings]).
+//  - VMM (default where supported): one large reserved virtual range; blocks are placed
+//    where they need the fewest new pages (Note [Placement]) at 512 B granularity inside
+//    it; 2 MiB physical pages are mapped under a block when it needs them (Note [Page
+//    cache]). Very large requests get a range and mapping of their own instead (Note
+//    [Dedicated mappings]), and so does a request no free range can hold (Note
+//    [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
 //  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
 //    are ever released.
 // Invariant: every live block lies in reserved memory (mapped pages / a live segment / a
 // dedicated mapping); the free index holds exactly the address space of the shared range
 // or segments that is neither live nor pending; a dedicated mapping holds one block or is
-// wholly cached.
+// wholly cached; reserved bytes = mapped pages + dedicated/stitched mappings, so a
+// snapshot's regions add up to them.
 // Not thread-safe: the device cache holds the device lock around every call.
 #pragma once
 
@@ -70,6 +73,49 @@ namespace fragless::core {
 // physical page (cached pages move, Note [Page cache]), so the option only sets the
 // oversize threshold of the stats there.
 
+// Note [Placement]
+// In VMM mode a free range is address space, so where a block goes inside it decides how
+// many new pages it needs. A block is placed at the start or at the end of a free range,
+// whichever touches fewer unmapped pages; among the ranges it fits, the one needing the
+// fewest new pages wins, then the smaller range (best fit), then the lower address. The
+// scan follows best-fit order, stops at the first placement needing no new page, and looks
+// at no more than kPlacementCandidates ranges plus the largest one (the open end of the
+// address space, next to the pages mapped so far). Packing by mapped pages rather than by
+// size alone keeps a workload of a few MiB in as few pages as its live bytes need, and
+// makes a repeating pattern find its pages mapped already (no map call in steady state).
+
+// Note [Compaction]
+// A compaction pass gives back free pages: every mapped page no live block touches is
+// unmapped once no stream can still touch it (its free range answers idle to pooled
+// events; no device synchronization on this path), and cached dedicated/stitched mappings
+// likewise, and its physical handle released -- except the kCachedPagesKept lowest free
+// pages, which an explicit pass leaves mapped as a small cache (the next blocks placed
+// there need no device call; any other place can take them by a page move). So afterwards
+// reserved = the pages live blocks touch + free pages streams may still touch + at most
+// kCachedPagesKept pages. Live blocks never move; only free pages do. Passes run:
+//  - on compact() (explicit);
+//  - on empty_cache()/trim() and before an out-of-memory error, after a device
+//    synchronization, keeping nothing / the bytes asked for (Note [Out of memory]);
+//  - automatically, when cached free bytes exceed compact_threshold_bytes, at most once per
+//    kCompactionIntervalNs, from the allocation slow path (or a background thread with
+//    background_compaction). An automatic pass only takes pages that stayed free since
+//    before the previous automatic pass (page_map epochs), so a loop that reuses its pages
+//    within an interval keeps them mapped: no map/unmap churn in steady state.
+// In cudaMalloc mode a pass releases whole free idle segments only; the stats say page
+// compaction is off (page_compaction = 0).
+
+// Note [Stitching]
+// A request that no free range of the shared address space can hold (address space
+// fragmented or exhausted) gets a fresh virtual range of its own, rounded up to pages, and
+// physical pages mapped into it one by one: free pages moved out of free ranges of the
+// shared range first (only idle ones, Note [Page cache]), new ones only for the rest. The result is a stitched mapping, kept like a dedicated
+// mapping (Note [Dedicated mappings]): one block; when freed it is reused whole by a
+// request of the same rounded size, and a compaction pass unmaps it and releases its pages. Pages a page move gives are ordinary free pages, so
+// the same happens without a fresh range whenever the shared range has room: a block placed
+// over unmapped pages takes idle free pages from elsewhere before any new one is created.
+// A failed stitch unmaps what it mapped, releases the handles it took and frees the range,
+// so nothing half-mapped is ever handed out.
+
 // Device-call counters of a large pool (the device cache folds them into the stats).
 struct large_pool_counters {
   std::int64_t device_alloc = 0;  // cuMemCreate / cudaMalloc calls that succeeded
@@ -79,6 +125,7 @@ struct large_pool_counters {
   std::int64_t map_ns = 0;
   std::int64_t unmap_ns = 0;
   std::int64_t page_moves = 0;
+  std::int64_t stitched_allocations = 0;
   std::int64_t cross_stream_waits = 0;
   std::int64_t device_syncs = 0;  // fallback synchronizations (Note [Stream reuse])
 };
@@ -88,6 +135,21 @@ struct reserved_region {
   std::uintptr_t address;
   std::size_t size_bytes;
 };
+
+// What a compaction pass may do (Note [Compaction]).
+struct compaction_pass {
+  bool synchronized = false;        // the device was synchronized and forget_streams() called
+  bool aged_only = false;           // only pages free since before the previous automatic pass
+  std::size_t bytes_to_keep = 0;    // cached free bytes (pages + cached mappings) left
+};
+struct compaction_outcome {
+  std::size_t released_bytes = 0;  // reserved bytes given back to the device
+  std::size_t unmapped_pages = 0;  // free pages unmapped
+};
+
+// Note [Compaction]: free pages an explicit pass keeps; Note [Placement]: ranges inspected.
+constexpr std::size_t kCachedPagesKept = 4;
+constexpr std::size_t kPlacementCandidates = 32;
 
 class large_pool {
  public:
@@ -111,15 +173,20 @@ class large_pool {
   // Returns a block to the free index; `streams` may still have work touching it.
   void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept;
 
-  // Precondition for both: the device was synchronized and forget_streams() called.
-  // Gives back cached memory (free pages / whole free segments) until at most
-  // `bytes_to_keep` of it is left. Returns the bytes released.
+  // Note [Compaction]. Without pass.synchronized only memory no stream can still touch
+  // goes; with it (precondition: device synchronized, forget_streams() called) all of it.
+  compaction_outcome compact(const compaction_pass& pass) noexcept;
+  // Precondition: the device was synchronized and forget_streams() called.
+  // Gives back cached memory (free pages and mappings / whole free segments) until
+  // at most `bytes_to_keep` of it is left. Returns the bytes released.
   std::size_t release_cached(std::size_t bytes_to_keep) noexcept;
   void forget_streams() noexcept { index_.forget_streams(); }
   // No precondition (Note [Release threshold]): releases cached free pages / whole free
   // segments no stream can still touch until at most `bytes_to_keep` cached bytes are
   // left, without a device synchronization. Returns the bytes released.
   std::size_t release_idle_cached(std::size_t bytes_to_keep) noexcept;
+  // Starts a new compaction epoch (Note [Compaction]).
+  void advance_epoch() noexcept { pages_.advance_epoch(); }
 
   // cudaMalloc mode segment sizes (Note [Segment sizes]).
   void set_segment_sizes(std::size_t small_segment_bytes, std::size_t large_segment_bytes) noexcept {
@@ -137,7 +204,8 @@ class large_pool {
   void set_skip_stream_waits(bool skip) noexcept { skip_stream_waits_ = skip; }
   std::size_t reserved_bytes() const noexcept;
   std::size_t device_segment_count() const noexcept;
-  // Reserved memory no live block touches (whole free pages / whole free segments).
+  // Reserved memory no live block touches (whole free pages and cached mappings / whole
+  // free segments).
   std::size_t cached_free_bytes() const noexcept;
   // Largest free block that could be handed out without growing reserved memory.
   std::size_t largest_free_reserved_bytes() const noexcept;
@@ -149,7 +217,23 @@ class large_pool {
   std::vector<reserved_region> cached_dedicated_regions() const;
 
  private:
-  backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address);
+  backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                               std::size_t* placed_bytes);
+  // Note [Placement]: the address for a block of `size_bytes` and the free range holding it.
+  std::optional<std::pair<std::uintptr_t, free_range>> choose_placement(std::size_t size_bytes) const;
+  // Note [Stitching]
+  backend::status allocate_stitched(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                    std::size_t* placed_bytes);
+  // A physical page for a new mapping: an idle free page outside pages [first, end) (a page
+  // move), or a new one within the reserved limit.
+  backend::status take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
+  // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
+  bool reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address, backend::status* result) noexcept;
+  std::size_t compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
+                            std::size_t* unmapped_pages) noexcept;
+  std::size_t mapped_cached_bytes() const noexcept {
+    return pages_.cached_free_pages().size() * pages_.page_bytes() + dedicated_cached_bytes_;
+  }
   backend::status allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                    std::size_t* placed_bytes);
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
@@ -161,17 +245,18 @@ class large_pool {
   std::size_t segment_size_for(std::size_t size_bytes) const noexcept;
   backend::status allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                      std::size_t* placed_bytes);
-  // Unmaps and releases one cached dedicated mapping; false (and kept) if a call fails.
+  // Unmaps one cached dedicated/stitched mapping and releases its handles; false (and
+  // kept, possibly smaller) if a call fails.
   bool release_dedicated(std::uintptr_t base) noexcept;
-  // Releases cached dedicated mappings (only idle ones unless `synchronized`) while more
-  // than `bytes_to_keep` bytes are cached; `cached` is updated.
-  std::size_t release_dedicated_mappings(std::size_t bytes_to_keep, std::size_t* cached, bool synchronized) noexcept;
+  // Releases cached dedicated/stitched mappings (only idle ones unless pass.synchronized,
+  // only aged ones with pass.aged_only) while more than pass.bytes_to_keep bytes are
+  // cached; `cached` is updated.
+  std::size_t release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
   // cudaMalloc mode best fit under Note [Max split size].
   std::optional<free_range> segment_fit(std::size_t size_bytes) const;
   backend::status map_page(std::size_t page, backend::physical_handle handle) noexcept;
-  void unmap_page(std::size_t page) noexcept;
-  std::size_t release_cached_pages(std::size_t bytes_to_keep) noexcept;
-  std::size_t release_cached_segments(std::size_t bytes_to_keep) noexcept;
+  // cudaMalloc mode: releases whole free segments (idle ones unless `synchronized`).
+  std::size_t release_cached_segments(std::size_t bytes_to_keep, bool synchronized) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.
   void release_handle(backend::physical_handle handle) noexcept;
 
@@ -194,12 +279,16 @@ class large_pool {
   std::size_t small_segment_bytes_ = std::size_t{2} << 20;
   std::size_t large_segment_bytes_ = std::size_t{20} << 20;
   std::size_t max_split_bytes_ = SIZE_MAX;
-  // Note [Dedicated mappings]: base -> mapping (VMM mode).
+  // Note [Dedicated mappings], Note [Stitching]: base -> mapping (VMM mode).
   struct dedicated_mapping {
-    std::size_t bytes;
-    backend::physical_handle handle;
+    std::size_t bytes;  // mapped bytes (all of range_bytes except after a failed release)
+    std::size_t range_bytes;
+    // One handle of `bytes` (dedicated) or one page-sized handle per page (stitched).
+    std::vector<backend::physical_handle> handles;
+    bool stitched;
     bool in_use;
     stream_set streams;  // while cached: streams that may still touch it
+    std::uint32_t free_since_epoch = 0;
   };
   std::map<std::uintptr_t, dedicated_mapping> dedicated_;
   std::size_t dedicated_threshold_bytes_ = SIZE_MAX;

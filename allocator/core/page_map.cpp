@@ -27,6 +27,15 @@ std::size_t page_map::mapped_neighbours(std::size_t index) const noexcept {
   return count;
 }
 
+std::size_t page_map::unmapped_pages(std::uintptr_t address, std::size_t size_bytes,
+                                    std::size_t limit) const noexcept {
+  std::size_t count = 0;
+  const std::size_t end = end_page(address, size_bytes);
+  for (std::size_t index = first_page(address); index < end && count < limit; ++index)
+    if (!pages_[index].mapped) ++count;
+  return count;
+}
+
 void page_map::set_mapped(std::size_t index, backend::physical_handle handle) {
   page_state& target = pages_[index];
   assert(!target.mapped);
@@ -35,7 +44,10 @@ void page_map::set_mapped(std::size_t index, backend::physical_handle handle) {
   ++mapped_count_;
   // A new page joins 0, 1 or 2 neighbouring runs: +1, 0 or -1 runs.
   mapped_run_count_ = mapped_run_count_ + 1 - mapped_neighbours(index);
-  if (target.live_bytes == 0) cached_free_.insert(index);
+  if (target.live_bytes == 0) {
+    cached_free_.insert(index);
+    target.free_since_epoch = epoch_;
+  }
 }
 
 backend::physical_handle page_map::set_unmapped(std::size_t index) {
@@ -62,7 +74,10 @@ void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {
     page_state& target = pages_[index];
     assert(target.live_bytes >= bytes);
     target.live_bytes -= bytes;
-    if (target.live_bytes == 0 && target.mapped) cached_free_.insert(index);
+    if (target.live_bytes == 0 && target.mapped) {
+      cached_free_.insert(index);
+      target.free_since_epoch = epoch_;
+    }
   });
 }
 

@@ -1,6 +1,7 @@
 // Page bookkeeping for the VMM large pool: for every physical-page-sized slot of the
 // device's virtual range, how many live bytes touch it, whether a physical page is mapped
-// there, and which. The compaction work builds on this file.
+// there, which, and since which compaction epoch a cached page has been free
+// (Note [Compaction]).
 // Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
 // cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|;
 // mapped_run_count = number of maximal runs of consecutive mapped pages.
@@ -31,6 +32,8 @@ class page_map {
   }
 
   bool is_mapped(std::size_t page) const noexcept { return pages_[page].mapped; }
+  // Unmapped pages touched by [address, address + size_bytes), counting stops at `limit`.
+  std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
   std::size_t live_bytes(std::size_t page) const noexcept { return pages_[page].live_bytes; }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 
@@ -45,6 +48,11 @@ class page_map {
   void remove_live(std::uintptr_t address, std::size_t size_bytes);
 
   const std::set<std::size_t>& cached_free_pages() const noexcept { return cached_free_; }
+  // Note [Compaction]: the epoch advances with every automatic pass; a cached page records
+  // the epoch in which it last became free.
+  std::uint32_t epoch() const noexcept { return epoch_; }
+  void advance_epoch() noexcept { ++epoch_; }
+  std::uint32_t free_since_epoch(std::size_t page) const noexcept { return pages_[page].free_since_epoch; }
   std::size_t mapped_count() const noexcept { return mapped_count_; }
   // Maximal runs of consecutive mapped pages (what the stats call device segments).
   std::size_t mapped_run_count() const noexcept { return mapped_run_count_; }
@@ -53,6 +61,7 @@ class page_map {
  private:
   struct page_state {
     std::uint32_t live_bytes = 0;
+    std::uint32_t free_since_epoch = 0;
     bool mapped = false;
     backend::physical_handle handle = 0;
   };
@@ -65,6 +74,7 @@ class page_map {
   std::set<std::size_t> cached_free_;
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;
+  std::uint32_t epoch_ = 0;
   // How many of the page's neighbours are mapped.
   std::size_t mapped_neighbours(std::size_t page) const noexcept;
 };

@@ -1,6 +1,7 @@
 // Size-class table of Note [Size classes]; computed once, checked by unit tests.
 #include "core/size_classes.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace fragless::core {
@@ -33,11 +34,20 @@ std::size_t class_of(std::size_t request_bytes) noexcept {
 
 std::size_t class_size_bytes(std::size_t class_index) noexcept { return kClassTable[class_index]; }
 
-std::size_t slab_bytes(std::size_t class_index) noexcept {
+std::size_t full_slab_bytes(std::size_t class_index) noexcept {
   const std::size_t size = kClassTable[class_index];
   std::size_t objects = (64 * 1024 + size - 1) / size;
   if (objects < 8) objects = 8;
   return objects * size;
+}
+
+// Note [Slab growth]
+std::size_t slab_bytes(std::size_t class_index, std::size_t slabs_of_class) noexcept {
+  const std::size_t size = kClassTable[class_index];
+  const std::size_t full_objects = full_slab_bytes(class_index) / size;
+  std::size_t objects = (8 * 1024 + size - 1) / size;
+  for (std::size_t doubling = 0; doubling < slabs_of_class && objects < full_objects; ++doubling) objects *= 2;
+  return std::min(objects, full_objects) * size;
 }
 
 }  // namespace fragless::core

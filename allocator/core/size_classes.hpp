@@ -21,7 +21,14 @@ namespace fragless::core {
 // is < r + 2^k / 8 <= r * 9/8, so the rounding waste above the 512 B-rounded size is
 // strictly below 12.5 % of it (zero at or below 4 KiB). Larger requests go to the large
 // index at 512 B granularity (no class rounding at all). 64 KiB keeps slab tails small:
-// a slab holds at least 8 objects, so a half-used slab pins at most 512 KiB.
+// a slab holds at most max(8 objects, 64 KiB), so a half-used slab pins at most 512 KiB.
+
+// Note [Slab growth]
+// A shard's first slab of a class is small -- max(1 object, 8 KiB) -- and each further
+// slab of that class doubles, up to the full size of max(8 objects, 64 KiB). A workload
+// that touches many classes a little (compiler-planned buffers, a small model) then pins
+// a few KiB per class instead of 64 KiB, so a 1 MiB workload fits its 2 MiB page; a class
+// in heavy use reaches full slabs after three or four slow-path refills.
 inline constexpr std::size_t kBlockAlignment = 512;
 inline constexpr std::size_t kSmallLimitBytes = 64 * 1024;
 inline constexpr std::size_t kClassCount = 40;
@@ -42,7 +49,11 @@ constexpr bool is_small(std::size_t request_bytes) noexcept {
 // Index of the class serving a small request. Precondition: is_small(request_bytes).
 std::size_t class_of(std::size_t request_bytes) noexcept;
 std::size_t class_size_bytes(std::size_t class_index) noexcept;
-// Bytes of one slab of a class: at least 64 KiB and 8 objects, a multiple of the class size.
-std::size_t slab_bytes(std::size_t class_index) noexcept;
+// Bytes of a new slab of a class when the shard already has `slabs_of_class` of them
+// (Note [Slab growth]): a multiple of the class size, from max(1 object, 8 KiB) doubling
+// up to max(8 objects, 64 KiB).
+std::size_t slab_bytes(std::size_t class_index, std::size_t slabs_of_class) noexcept;
+// The full size (max(8 objects, 64 KiB)).
+std::size_t full_slab_bytes(std::size_t class_index) noexcept;
 
 }  // namespace fragless::core

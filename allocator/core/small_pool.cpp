@@ -8,10 +8,10 @@ namespace fragless::core {
 
 stream_shard::~stream_shard() = default;
 
-std::unique_ptr<slab> make_slab(std::uintptr_t address, std::size_t class_index) {
+std::unique_ptr<slab> make_slab(std::uintptr_t address, std::size_t class_index, std::size_t bytes) {
   auto made = std::make_unique<slab>();
   made->address = address;
-  made->bytes = slab_bytes(class_index);
+  made->bytes = bytes;
   made->class_index = static_cast<std::uint32_t>(class_index);
   made->capacity = static_cast<std::uint32_t>(made->bytes / class_size_bytes(class_index));
   made->free_slots.reserve(made->capacity);
@@ -57,6 +57,7 @@ void stream_shard::add_slab(std::unique_ptr<slab> fresh) {
   slab_bytes_ += raw->bytes;
   class_state& state = classes_[raw->class_index];
   ++state.empty_slabs;
+  ++state.slab_count;
   link(state, raw);
 }
 
@@ -67,6 +68,7 @@ std::unique_ptr<slab> stream_shard::remove_slab(slab* target) {
   *at = std::move(slabs_.back());
   slabs_.pop_back();
   slab_bytes_ -= removed->bytes;
+  --classes_[removed->class_index].slab_count;
   return removed;
 }
 

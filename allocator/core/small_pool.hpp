@@ -106,6 +106,8 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   std::vector<pending_object>& pending() noexcept { return pending_; }
   shard_stats& counters() noexcept { return counters_; }
   std::size_t slab_count() const noexcept { return slabs_.size(); }
+  // Slabs of one class (Note [Slab growth]).
+  std::size_t class_slab_count(std::size_t class_index) const noexcept { return classes_[class_index].slab_count; }
   std::size_t slab_bytes_total() const noexcept { return slab_bytes_; }
   template <typename F>
   void for_each_slab(F&& f) const {
@@ -116,6 +118,7 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   struct class_state {
     slab* partial_head = nullptr;
     std::uint32_t empty_slabs = 0;
+    std::uint32_t slab_count = 0;  // Note [Slab growth]
   };
   void link(class_state& state, slab* target) noexcept;
   void unlink(class_state& state, slab* target) noexcept;
@@ -130,7 +133,7 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   shard_stats counters_;
 };
 
-// Builds a slab object for `address` (host memory only).
-std::unique_ptr<slab> make_slab(std::uintptr_t address, std::size_t class_index);
+// Builds a slab object of `bytes` for `address` (host memory only).
+std::unique_ptr<slab> make_slab(std::uintptr_t address, std::size_t class_index, std::size_t bytes);
 
 }  // namespace fragless::core

@@ -65,7 +65,9 @@ TEST_CASE("trim keeps the asked cached bytes, empty_cache releases the rest", "[
 
 TEST_CASE("reset_peak_stats and reset_accumulated_stats", "[control]") {
   reset_simcuda();
-  auto instance = make_simcuda_allocator(core::cache_settings{});
+  core::cache_settings settings;
+  settings.exact_start_allocations = 0;  // the small request goes to a slab
+  auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   void* big = instance->allocate(30 * kMiB, 0, nullptr);
   void* small = instance->allocate(3000, 0, nullptr);

@@ -24,7 +24,9 @@ struct fixture {
   void* stream_b;
   explicit fixture(bool skip_waits, bool use_vmm = true) {
     reset_simcuda();
-    instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, skip_waits});
+    core::cache_settings settings{use_vmm, 2.0, skip_waits};
+    settings.exact_start_allocations = 0;  // small requests go to slabs (Note [Exact start])
+    instance = make_simcuda_allocator(settings);
     stream_a = create_stream(0);
     stream_b = create_stream(0);
   }

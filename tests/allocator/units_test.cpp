@@ -18,9 +18,21 @@ TEST_CASE("size classes meet the documented waste bound", "[size_classes]") {
     REQUIRE(size % kBlockAlignment == 0);
     REQUIRE(size > previous);  // strictly increasing
     previous = size;
-    REQUIRE(slab_bytes(c) % size == 0);
-    REQUIRE(slab_bytes(c) / size >= 8);
-    REQUIRE(slab_bytes(c) >= 64 * 1024);
+    REQUIRE(full_slab_bytes(c) % size == 0);
+    REQUIRE(full_slab_bytes(c) / size >= 8);
+    REQUIRE(full_slab_bytes(c) >= 64 * 1024);
+    // Note [Slab growth]: from max(1 object, 8 KiB), doubling, capped at the full size.
+    std::size_t last = 0;
+    for (std::size_t existing = 0; existing < 12; ++existing) {
+      const std::size_t bytes = slab_bytes(c, existing);
+      REQUIRE(bytes % size == 0);
+      REQUIRE(bytes >= size);
+      REQUIRE(bytes <= full_slab_bytes(c));
+      if (existing == 0) REQUIRE(bytes >= std::min<std::size_t>(8 * 1024, full_slab_bytes(c)));
+      if (existing > 0) REQUIRE((bytes == full_slab_bytes(c) || bytes == 2 * last));
+      last = bytes;
+    }
+    REQUIRE(slab_bytes(c, 11) == full_slab_bytes(c));
   }
   REQUIRE(class_size_bytes(kClassCount - 1) == kSmallLimitBytes);
   for (std::size_t request = 1; request <= kSmallLimitBytes; ++request) {

@@ -46,6 +46,9 @@ FRAGLESS_API void fragless_free(void* ptr, size_t size, int device, fragless_str
 /* Control. *released_bytes (may be NULL) receives the bytes given back to the device. */
 FRAGLESS_API fragless_status fragless_empty_cache(int device, size_t* released_bytes);
 FRAGLESS_API fragless_status fragless_trim(int device, size_t bytes_to_keep, size_t* released_bytes);
+/* A compaction pass (docs/compaction.md): gives back free pages no stream can still touch,
+ * without a device synchronization. Either out-pointer may be NULL. device -1: all. */
+FRAGLESS_API fragless_status fragless_compact(int device, size_t* released_bytes, size_t* unmapped_pages);
 FRAGLESS_API fragless_status fragless_set_memory_fraction(double fraction, int device);
 FRAGLESS_API fragless_status fragless_reset_peak_stats(int device);
 FRAGLESS_API fragless_status fragless_reset_accumulated_stats(int device);
@@ -68,6 +71,9 @@ FRAGLESS_API fragless_status fragless_get_memory_figures(int device, fragless_me
 /* Writes a human-readable summary into buf (NUL-terminated, truncated to buf_bytes);
  * *needed_bytes (may be NULL) receives the full length + 1. */
 FRAGLESS_API fragless_status fragless_memory_summary(int device, char* buf, size_t buf_bytes, size_t* needed_bytes);
+/* Every stats field as JSON (the same text as fragless::stats_json), written like
+ * fragless_memory_summary. */
+FRAGLESS_API fragless_status fragless_memory_stats_json(int device, char* buf, size_t buf_bytes, size_t* needed_bytes);
 
 /* The allocation that contains ptr (a fragless block; ptr may point inside it): its start and
  * size. PyTorch uses it to share whole allocations between processes. */

@@ -68,6 +68,14 @@ FRAGLESS_API void record_stream(void* pointer, stream_t stream);
 FRAGLESS_API std::size_t empty_cache(int device = -1);  // -1: every device initialised so far
 // Like empty_cache but keeps up to `bytes_to_keep` cached bytes.
 FRAGLESS_API std::size_t trim(std::size_t bytes_to_keep, int device = -1);
+// A compaction pass (Note [Compaction], docs/compaction.md): unmaps every free page and
+// cached mapping no stream can still touch (event checks, no device synchronization),
+// keeps a few unmapped pages for reuse and gives the rest back. Live blocks never move.
+struct compact_result {
+  std::size_t released_bytes = 0;  // reserved bytes returned to the device
+  std::size_t unmapped_pages = 0;  // free pages unmapped (released, or kept for remapping)
+};
+FRAGLESS_API compact_result compact(int device = -1);  // -1: every device initialised so far
 // Caps the device's reserved memory at fraction * total capacity (0 < fraction <= 1).
 FRAGLESS_API void set_memory_fraction(double fraction, int device);
 FRAGLESS_API void reset_peak_stats(int device);

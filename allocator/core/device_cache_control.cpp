@@ -1,0 +1,152 @@
+// One device's cache control: empty_cache/trim, compaction passes (explicit, automatic,
+// background) and the memory fraction (see device_cache.hpp, Note [Compaction] in
+// large_pool.hpp). Invariant: every pass runs under device_mutex_, and only a pass that
+// synchronized the device first treats memory as idle without asking its streams.
+#include <chrono>
+
+#include "core/device_cache.hpp"
+#include "core/log.hpp"
+
+namespace fragless::core {
+namespace {
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
+
+}  // namespace
+
+std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  return release_cache_locked(bytes_to_keep);
+}
+
+// Holds device_mutex_. Settles pending frees and gives empty slabs back to the large pool;
+// with `synchronized` (the device was synchronized) everything pending completes now.
+void device_cache::settle_locked(bool synchronized) noexcept {
+  if (synchronized) large_.forget_streams();
+  process_pending_locked(synchronized);
+  std::vector<std::pair<stream_shard*, std::vector<slab*>>> to_return;
+  try {
+    std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::vector<slab*> slabs;
+      std::vector<std::unique_ptr<slab>> empty;
+      {
+        std::lock_guard<spin_lock> lock(shard->mutex());
+        process_pending_small(*shard, synchronized, &slabs);
+        empty = shard->take_empty_slabs();
+      }
+      for (slab* released : slabs) return_slab_locked(*shard, released);
+      for (auto& owned : empty) {
+        large_.release(owned->address, owned->bytes, synchronized ? stream_set() : stream_set(shard->stream()));
+        std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+        update(stats_.segment, pool_small, -1);
+        stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
+        stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
+      }
+    }
+  } catch (...) {
+  }
+  if (synchronized) large_.forget_streams();
+}
+
+// Holds device_mutex_. Synchronizes the device; false (and logged) when that fails.
+bool device_cache::synchronize_locked() noexcept {
+  const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
+  if (!synchronized) {
+    try {
+      log_message(log_level::warn, "device " + std::to_string(device_) +
+                                       ": synchronization failed, cached memory kept: " + backend_.last_error_text());
+    } catch (...) {
+    }
+    return false;
+  }
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  ++stats_.num_sync_all_streams;
+  return true;
+}
+
+// Holds device_mutex_. See Note [Out of memory] and Note [Page cache].
+std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexcept {
+  const bool synchronized = synchronize_locked();
+  settle_locked(synchronized);
+  std::size_t released = 0;
+  if (synchronized) released = large_.release_cached(bytes_to_keep);
+  account_device_locked();
+  return released;
+}
+
+// Note [Compaction]: the explicit pass. No device synchronization: memory a stream may
+// still touch stays until a later pass finds it idle.
+compact_result device_cache::compact() noexcept {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  settle_locked(false);
+  const compaction_outcome outcome =
+      large_.compact(compaction_pass{false, false, kCachedPagesKept * large_.pages().page_bytes()});
+  record_compaction_locked(outcome);
+  return compact_result{outcome.released_bytes, outcome.unmapped_pages};
+}
+
+// Holds device_mutex_.
+void device_cache::record_compaction_locked(const compaction_outcome& outcome) noexcept {
+  account_device_locked();
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  ++stats_.num_compactions;
+  stats_.compaction_released_bytes += as_signed(outcome.released_bytes);
+  stats_.compaction_unmapped_pages += as_signed(outcome.unmapped_pages);
+}
+
+// Holds device_mutex_. Note [Compaction]: the automatic pass, at most once per interval,
+// only when more than compact_threshold_bytes are cached, and only over pages that stayed
+// free since the previous automatic pass.
+void device_cache::compact_if_due_locked() noexcept {
+  if (settings_.compact_threshold_bytes == SIZE_MAX) return;
+  const std::int64_t now = now_ns();
+  if (now - last_compaction_ns_ < settings_.compaction_interval_ns) return;
+  if (large_.cached_free_bytes() <= settings_.compact_threshold_bytes) return;
+  last_compaction_ns_ = now;
+  const compaction_outcome outcome =
+      large_.compact(compaction_pass{false, true, settings_.compact_threshold_bytes});
+  large_.advance_epoch();
+  record_compaction_locked(outcome);
+}
+
+void device_cache::start_background_compaction() {
+  if (!settings_.background_compaction || settings_.compact_threshold_bytes == SIZE_MAX) return;
+  background_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(background_mutex_);
+    const auto interval = std::chrono::nanoseconds(settings_.compaction_interval_ns);
+    while (!background_cv_.wait_for(lock, interval, [this] { return stop_background_; })) {
+      std::lock_guard<std::mutex> device_lock(device_mutex_);
+      compact_if_due_locked();
+    }
+  });
+}
+
+void device_cache::stop_background_compaction() noexcept {
+  if (!background_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(background_mutex_);
+    stop_background_ = true;
+  }
+  background_cv_.notify_all();
+  try {
+    background_.join();
+  } catch (...) {
+  }
+}
+
+void device_cache::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0))
+    throw invalid_argument_error("fragless: memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  // The tighter of the fraction and the max_cached_bytes option.
+  large_.set_reserved_limit(std::min(settings_.reserved_limit_bytes,
+                                     static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_))));
+}
+
+}  // namespace fragless::core

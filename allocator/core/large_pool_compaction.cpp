@@ -1,0 +1,111 @@
+// Large pool: compaction passes, the one way cached memory leaves the pool (Note
+// [Compaction]); release_cached / release_idle_cached are passes with fixed settings.
+// Invariant: a pass never unmaps a page a live block touches, never unmaps a page (or
+// releases a segment or mapping) whose free range a stream may still touch unless the
+// device was synchronized, and accounts every handle it takes off a page: released, or
+// queued in unreleased_ for a later retry.
+// Not thread-safe: the device cache holds the device lock around every call.
+#include <chrono>
+
+#include "core/large_pool.hpp"
+
+namespace fragless::core {
+namespace {
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+compaction_outcome large_pool::compact(const compaction_pass& pass) noexcept {
+  compaction_outcome outcome;
+  const std::size_t before = reserved_bytes();
+  if (!uses_vmm_) {
+    outcome.released_bytes = release_cached_segments(pass.bytes_to_keep, pass.synchronized);
+  } else {
+    std::vector<backend::physical_handle> retry;
+    retry.swap(unreleased_);
+    for (backend::physical_handle handle : retry) release_handle(handle);
+    std::size_t mapped_cached = mapped_cached_bytes();
+    release_dedicated_mappings(pass, &mapped_cached);
+    compact_pages(pass, &mapped_cached, &outcome.unmapped_pages);
+    outcome.released_bytes = before - std::min(before, reserved_bytes());
+  }
+  return outcome;
+}
+
+// Unmaps free pages, highest first, while more than pass.bytes_to_keep free bytes stay
+// mapped. Returns the pages unmapped.
+std::size_t large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
+                                      std::size_t* unmapped_pages) noexcept {
+  if (*mapped_cached <= pass.bytes_to_keep || pages_.cached_free_pages().empty()) return 0;
+  std::vector<std::size_t> pages;
+  try {
+    pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
+  } catch (...) {
+    return 0;
+  }
+  // A busy range is asked about once, not once per page.
+  std::uintptr_t busy_start = 0;
+  std::uintptr_t busy_end = 0;
+  const std::size_t before = *unmapped_pages;
+  for (std::size_t page : pages) {
+    if (*mapped_cached <= pass.bytes_to_keep) break;
+    if (pass.aged_only && pages_.free_since_epoch(page) >= pages_.epoch()) continue;
+    const std::uintptr_t address = pages_.page_address(page);
+    if (!pass.synchronized) {
+      if (address >= busy_start && address < busy_end) continue;
+      if (!make_range_idle(address)) {
+        if (std::optional<free_range> busy = index_.containing(address)) {
+          busy_start = busy->address;
+          busy_end = busy->address + busy->size_bytes;
+        }
+        continue;
+      }
+    }
+    const std::int64_t start = now_ns();
+    if (backend_.unmap(device_, address, pages_.page_bytes()) != backend::status::ok) continue;
+    counters_.unmap_ns += now_ns() - start;
+    ++counters_.unmap;
+    release_handle(pages_.set_unmapped(page));
+    *mapped_cached -= std::min(*mapped_cached, pages_.page_bytes());
+    ++*unmapped_pages;
+  }
+  return *unmapped_pages - before;
+}
+
+std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
+  return compact(compaction_pass{true, false, bytes_to_keep}).released_bytes;
+}
+
+// Note [Release threshold]: like release_cached, but without a device synchronization, so
+// only memory whose free range is idle now goes; the rest waits for a later call.
+std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept {
+  if (cached_free_bytes() <= bytes_to_keep) return 0;
+  return compact(compaction_pass{false, false, bytes_to_keep}).released_bytes;
+}
+
+std::size_t large_pool::release_cached_segments(std::size_t bytes_to_keep, bool synchronized) noexcept {
+  std::size_t released = 0;
+  std::size_t cached = cached_free_bytes();
+  for (auto at = segments_.begin(); at != segments_.end() && cached > bytes_to_keep;) {
+    const auto [base, size] = *at;
+    auto range = index_.containing(base);
+    if (!range || range->address != base || range->size_bytes != size || (!synchronized && !make_range_idle(base)) ||
+        backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
+      ++at;
+      continue;
+    }
+    ++counters_.device_free;
+    index_.carve(base, size);
+    segment_bytes_ -= size;
+    released += size;
+    cached -= size;
+    at = segments_.erase(at);
+  }
+  return released;
+}
+
+}  // namespace fragless::core

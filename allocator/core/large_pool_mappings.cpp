@@ -1,0 +1,188 @@
+// Large pool, VMM mode: mappings outside the shared range -- dedicated mappings (Note
+// [Dedicated mappings]) and stitched mappings (Note [Stitching]).
+// Invariant: a mapping in dedicated_ is fully mapped (every handle at its place) and holds
+// one block or none; a failed attempt leaves no mapping, no reserved range and no handle
+// behind.
+// Not thread-safe: the device cache holds the device lock around every call.
+#include <chrono>
+
+#include "core/large_pool.hpp"
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+namespace {
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool large_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address,
+                               backend::status* result) noexcept {
+  for (auto& [base, mapping] : dedicated_) {
+    if (mapping.in_use || mapping.bytes != bytes || mapping.range_bytes != bytes) continue;
+    try {
+      *result = order_after_streams(free_range{base, bytes, 0, mapping.streams}, stream);
+    } catch (...) {
+      *result = backend::status::error;
+    }
+    if (*result != backend::status::ok) return true;
+    mapping.in_use = true;
+    mapping.streams = stream_set();
+    dedicated_cached_bytes_ -= bytes;
+    *address = base;
+    return true;
+  }
+  return false;
+}
+
+// Note [Dedicated mappings]
+backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                               std::size_t* placed_bytes) {
+  const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
+  if (placed_bytes != nullptr) *placed_bytes = bytes;
+  backend::status reused = backend::status::ok;
+  if (reuse_mapping(bytes, stream, address, &reused)) return reused;
+  if (reserved_bytes() + bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
+  std::uintptr_t base = 0;
+  backend::status result = backend_.reserve_address_range(device_, bytes, &base);
+  if (result != backend::status::ok) return result;
+  backend::physical_handle handle = 0;
+  result = backend_.create_physical(device_, bytes, &handle);
+  if (result != backend::status::ok) {
+    backend_.free_address_range(device_, base, bytes);
+    return result;
+  }
+  ++counters_.device_alloc;
+  const std::int64_t start = now_ns();
+  result = backend_.map(device_, base, bytes, handle);
+  counters_.map_ns += now_ns() - start;
+  if (result == backend::status::ok) {
+    ++counters_.map;
+    try {
+      dedicated_.emplace(base, dedicated_mapping{bytes, bytes, {handle}, false, true, {}, 0});
+    } catch (...) {
+      backend_.unmap(device_, base, bytes);
+      ++counters_.unmap;
+      result = backend::status::error;
+    }
+  }
+  if (result != backend::status::ok) {
+    release_handle(handle);
+    backend_.free_address_range(device_, base, bytes);
+    return result;
+  }
+  dedicated_bytes_ += bytes;
+  *address = base;
+  return backend::status::ok;
+}
+
+// Note [Stitching]
+backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                              std::size_t* placed_bytes) {
+  const std::size_t page_bytes = pages_.page_bytes();
+  const std::size_t bytes = round_up(size_bytes, page_bytes);
+  if (placed_bytes != nullptr) *placed_bytes = bytes;
+  backend::status result = backend::status::ok;
+  if (reuse_mapping(bytes, stream, address, &result)) return result;
+  std::uintptr_t base = 0;
+  result = backend_.reserve_address_range(device_, bytes, &base);
+  if (result != backend::status::ok) return result;
+  std::vector<backend::physical_handle> handles;
+  handles.reserve(bytes / page_bytes);
+  // Every page move orders nothing: take_page only moves pages no stream can still touch.
+  for (std::size_t offset = 0; offset < bytes && result == backend::status::ok; offset += page_bytes) {
+    backend::physical_handle handle = 0;
+    result = take_page(0, 0, &handle);
+    if (result != backend::status::ok) break;
+    const std::int64_t start = now_ns();
+    result = backend_.map(device_, base + offset, page_bytes, handle);
+    counters_.map_ns += now_ns() - start;
+    if (result != backend::status::ok) {
+      release_handle(handle);
+      break;
+    }
+    ++counters_.map;
+    handles.push_back(handle);  // reserved above: cannot throw
+  }
+  if (result == backend::status::ok) {
+    try {
+      dedicated_.emplace(base, dedicated_mapping{bytes, bytes, handles, true, true, {}, 0});
+    } catch (...) {
+      result = backend::status::error;
+    }
+  }
+  if (result != backend::status::ok) {
+    // Undo: nothing half-mapped stays; the pages taken are released.
+    for (std::size_t index = 0; index < handles.size(); ++index) {
+      const std::int64_t start = now_ns();
+      if (backend_.unmap(device_, base + index * page_bytes, page_bytes) != backend::status::ok) {
+        // Still mapped: the handle cannot be reused or released safely; keep it mapped in
+        // a leaked range rather than hand out memory that is still in use.
+        continue;
+      }
+      counters_.unmap_ns += now_ns() - start;
+      ++counters_.unmap;
+      release_handle(handles[index]);
+    }
+    backend_.free_address_range(device_, base, bytes);
+    return result;
+  }
+  ++counters_.stitched_allocations;
+  dedicated_bytes_ += bytes;
+  *address = base;
+  return backend::status::ok;
+}
+
+bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
+  auto at = dedicated_.find(base);
+  if (at == dedicated_.end() || at->second.in_use) return false;
+  dedicated_mapping& mapping = at->second;
+  const std::size_t range_bytes = mapping.range_bytes;
+  const std::size_t piece_bytes = mapping.bytes / mapping.handles.size();
+  // Unmap from the end, one handle's piece at a time, so a failure leaves a mapped prefix.
+  while (!mapping.handles.empty()) {
+    const std::uintptr_t piece = base + (mapping.handles.size() - 1) * piece_bytes;
+    const std::int64_t start = now_ns();
+    if (backend_.unmap(device_, piece, piece_bytes) != backend::status::ok) break;
+    counters_.unmap_ns += now_ns() - start;
+    ++counters_.unmap;
+    const backend::physical_handle handle = mapping.handles.back();
+    mapping.handles.pop_back();
+    dedicated_bytes_ -= piece_bytes;
+    dedicated_cached_bytes_ -= piece_bytes;
+    mapping.bytes -= piece_bytes;
+    release_handle(handle);
+  }
+  if (!mapping.handles.empty()) return false;  // kept, smaller, still a cached mapping
+  backend_.free_address_range(device_, base, range_bytes);
+  dedicated_.erase(at);
+  return true;
+}
+
+std::size_t large_pool::release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept {
+  const std::size_t before = reserved_bytes();
+  for (auto at = dedicated_.begin(); at != dedicated_.end() && *cached > pass.bytes_to_keep;) {
+    auto next = std::next(at);  // release_dedicated erases the entry
+    const std::uintptr_t base = at->first;
+    const dedicated_mapping& mapping = at->second;
+    bool eligible = !mapping.in_use;
+    if (eligible && pass.aged_only && mapping.free_since_epoch >= pages_.epoch()) eligible = false;
+    if (eligible && !pass.synchronized)
+      for (stream_id stream : mapping.streams.streams())
+        if (events_.stream_idle(stream) != backend::status::ok) {
+          eligible = false;
+          break;
+        }
+    at = next;
+    if (!eligible) continue;
+    const std::size_t cached_before = dedicated_cached_bytes_;
+    release_dedicated(base);
+    *cached -= std::min(*cached, cached_before - dedicated_cached_bytes_);
+  }
+  return before - reserved_bytes();
+}
+
+}  // namespace fragless::core
