@@ -1,6 +1,7 @@
 """The fragless Python API: thin wrappers over libfragless_torch.so's C functions."""
 import ctypes
 import json
+from typing import NamedTuple
 
 from ._library import fragless_library_path, load_library
 
@@ -68,18 +69,24 @@ def memory_summary(device=None) -> str:
         buffer = ctypes.create_string_buffer(needed.value)
 
 
-def compact(device=None) -> int:
-    """Gives unused cached memory back to the device and returns the bytes released.
+class CompactResult(NamedTuple):
+    released_bytes: int  # reserved bytes given back to the device
+    unmapped_pages: int  # free pages unmapped (docs/compaction.md)
 
-    fragless has no compaction (moving live blocks) yet: this releases the whole unused cache
-    (empty_cache), which is what compaction would make room for.
+
+def compact(device=None) -> CompactResult:
+    """Runs a compaction pass on the device: every free page and cached mapping no stream can
+    still touch is unmapped and given back, except a few free pages kept for reuse. Live
+    tensors never move, and unlike torch.cuda.empty_cache() it does not synchronize the
+    device. Returns the bytes released and the pages unmapped.
     """
     handle = load_library()
     released = ctypes.c_size_t(0)
-    status = handle.fragless_empty_cache(_device(device), ctypes.byref(released))
+    unmapped = ctypes.c_size_t(0)
+    status = handle.fragless_compact(_device(device), ctypes.byref(released), ctypes.byref(unmapped))
     if status != 0:
         raise RuntimeError(f"fragless.compact(): {handle.fragless_last_error().decode()}")
-    return released.value
+    return CompactResult(released.value, unmapped.value)
 
 
 def pluggable_allocator():

@@ -50,6 +50,8 @@ def load_library() -> ctypes.CDLL:
     handle.fragless_memory_summary.restype = ctypes.c_int
     handle.fragless_empty_cache.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)]
     handle.fragless_empty_cache.restype = ctypes.c_int
+    handle.fragless_compact.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    handle.fragless_compact.restype = ctypes.c_int
     handle.fragless_last_error.argtypes = []
     handle.fragless_last_error.restype = ctypes.c_char_p
     _handle = handle

@@ -67,12 +67,19 @@ def test_empty_cache_returns_memory():
     assert figures()["reserved_bytes.all.current"] - figures()["allocated_bytes.all.current"] == 0
 
 
-def test_compact_releases_cache():
-    tensor = torch.empty(12 << 20, device="cuda")
+def test_compact_releases_free_pages():
+    torch.cuda.empty_cache()
+    keep = torch.empty(1 << 20, device="cuda")
+    tensor = torch.empty(32 << 20, device="cuda")
+    reserved_before = torch.cuda.memory_reserved()
     del tensor
-    released = fragless.compact()
-    assert released >= 12 << 20
-    assert torch.cuda.memory_reserved() == torch.cuda.memory_allocated()
+    result = fragless.compact()
+    # Every free page goes except at most four kept for reuse (docs/compaction.md).
+    assert result.unmapped_pages >= (32 << 20) // (2 << 20) - 4
+    assert result.released_bytes == reserved_before - torch.cuda.memory_reserved()
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() <= 4 * (2 << 20) + (2 << 20)
+    assert figures()["num_compactions"] >= 1
+    del keep
 
 
 def test_record_history_and_dump_snapshot(tmp_path):
