@@ -31,19 +31,6 @@ class free_index {
 
   // Best fit: the smallest range of at least `size_bytes`, lowest address among equals.
   std::optional<free_range> best_fit(std::size_t size_bytes) const;
-  // Visits the ranges of at least `size_bytes` in best-fit order (size, then address)
-  // while f(address, size_bytes) returns true.
-  template <typename F>
-  void for_each_fitting(std::size_t size_bytes, F&& f) const {
-    for (auto at = by_size_.lower_bound({size_bytes, 0}); at != by_size_.end(); ++at)
-      if (!f(at->second, at->first)) return;
-  }
-  // The largest range (highest address among equals), if any.
-  std::optional<std::pair<std::uintptr_t, std::size_t>> largest() const {
-    if (by_size_.empty()) return std::nullopt;
-    return std::make_pair(by_size_.rbegin()->second, by_size_.rbegin()->first);
-  }
-
   // Removes [address, address + size_bytes) from the free range containing it; the parts
   // before and after stay free. Precondition: a single free range contains it.
   void carve(std::uintptr_t address, std::size_t size_bytes);

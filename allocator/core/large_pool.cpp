@@ -184,33 +184,12 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
 
 // Note [Placement]
 std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placement(std::size_t size_bytes) const {
-  std::uintptr_t best_address = 0;
-  std::uintptr_t best_range = 0;
-  std::size_t best_new_pages = SIZE_MAX;
-  auto consider = [&](std::uintptr_t range_address, std::size_t range_bytes) {
-    const std::uintptr_t candidates[2] = {range_address, range_address + range_bytes - size_bytes};
-    for (std::uintptr_t candidate : candidates) {
-      const std::size_t new_pages = pages_.unmapped_pages(candidate, size_bytes, best_new_pages);
-      if (new_pages < best_new_pages) {
-        best_new_pages = new_pages;
-        best_address = candidate;
-        best_range = range_address;
-      }
-    }
-  };
-  std::size_t inspected = 0;
-  index_.for_each_fitting(size_bytes, [&](std::uintptr_t range_address, std::size_t range_bytes) {
-    consider(range_address, range_bytes);
-    return best_new_pages > 0 && ++inspected < kPlacementCandidates;
-  });
-  if (best_new_pages == SIZE_MAX) return std::nullopt;  // nothing fits
-  if (best_new_pages > 0) {
-    auto largest = index_.largest();
-    if (largest && largest->first != best_range) consider(largest->first, largest->second);
-  }
-  std::optional<free_range> range = index_.containing(best_range);
+  std::optional<free_range> range = index_.best_fit(size_bytes);
   if (!range) return std::nullopt;
-  return std::make_pair(best_address, *range);
+  const std::uintptr_t at_end = range->address + range->size_bytes - size_bytes;
+  const std::size_t new_pages_at_start = pages_.unmapped_pages(range->address, size_bytes, SIZE_MAX);
+  const std::size_t new_pages_at_end = pages_.unmapped_pages(at_end, size_bytes, new_pages_at_start);
+  return std::make_pair(new_pages_at_end < new_pages_at_start ? at_end : range->address, *range);
 }
 
 backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
