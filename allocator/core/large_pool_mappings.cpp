@@ -87,11 +87,11 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
   if (placed_bytes != nullptr) *placed_bytes = bytes;
   backend::status result = backend::status::ok;
   if (reuse_mapping(bytes, stream, address, &result)) return result;
+  std::vector<backend::physical_handle> handles;
+  handles.reserve(bytes / page_bytes);  // may throw: before anything is reserved
   std::uintptr_t base = 0;
   result = backend_.reserve_address_range(device_, bytes, &base);
   if (result != backend::status::ok) return result;
-  std::vector<backend::physical_handle> handles;
-  handles.reserve(bytes / page_bytes);
   // Every page move orders nothing: take_page only moves pages no stream can still touch.
   for (std::size_t offset = 0; offset < bytes && result == backend::status::ok; offset += page_bytes) {
     backend::physical_handle handle = 0;
@@ -106,6 +106,7 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
     }
     ++counters_.map;
     handles.push_back(handle);  // reserved above: cannot throw
+    dedicated_bytes_ += page_bytes;  // counted at once: the next take_page checks the limit
   }
   if (result == backend::status::ok) {
     try {
@@ -115,23 +116,25 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
     }
   }
   if (result != backend::status::ok) {
-    // Undo: nothing half-mapped stays; the pages taken are released.
+    // Undo: nothing half-mapped stays; the pages taken are released. A page whose unmap
+    // fails too (a second fault) stays mapped and counted, and the range is left reserved
+    // rather than freed under a live mapping; no block ever points into it.
+    bool all_unmapped = true;
     for (std::size_t index = 0; index < handles.size(); ++index) {
       const std::int64_t start = now_ns();
       if (backend_.unmap(device_, base + index * page_bytes, page_bytes) != backend::status::ok) {
-        // Still mapped: the handle cannot be reused or released safely; keep it mapped in
-        // a leaked range rather than hand out memory that is still in use.
+        all_unmapped = false;
         continue;
       }
       counters_.unmap_ns += now_ns() - start;
       ++counters_.unmap;
       release_handle(handles[index]);
+      dedicated_bytes_ -= page_bytes;
     }
-    backend_.free_address_range(device_, base, bytes);
+    if (all_unmapped) backend_.free_address_range(device_, base, bytes);
     return result;
   }
   ++counters_.stitched_allocations;
-  dedicated_bytes_ += bytes;
   *address = base;
   return backend::status::ok;
 }
