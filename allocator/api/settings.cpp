@@ -45,6 +45,7 @@ cache_settings settings_from_options(const options& values) {
   settings.dedicated_mapping_bytes = bytes_or_unlimited(values.dedicated_mapping_threshold_bytes);
   settings.compact_threshold_bytes = bytes_or_unlimited(values.compact_threshold_bytes);
   settings.background_compaction = values.background_compaction;
+  settings.page_moves = values.page_moves;
   settings.small_segment_bytes = static_cast<std::size_t>(values.small_segment_bytes);
   settings.large_segment_bytes = static_cast<std::size_t>(values.large_segment_bytes);
   return settings;

@@ -226,13 +226,23 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
   return backend::status::ok;
 }
 
+// Note [Page moves]
 backend::status large_pool::take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
+  const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
+  backend::status created = backend::status::out_of_memory;
+  if (!page_moves_ && may_grow) {
+    created = backend_.create_physical(device_, pages_.page_bytes(), handle);
+    if (created == backend::status::ok) {
+      ++counters_.device_alloc;
+      return created;
+    }
+    // The device refused: a move is the only way left.
+  }
   if (take_cached_page(first, end, handle)) return backend::status::ok;
-  if (reserved_bytes() + pages_.page_bytes() > reserved_limit_bytes_) return backend::status::out_of_memory;
-  backend::status created = backend_.create_physical(device_, pages_.page_bytes(), handle);
-  if (created != backend::status::ok) return created;
-  ++counters_.device_alloc;
-  return backend::status::ok;
+  if (!page_moves_ || !may_grow) return created;
+  created = backend_.create_physical(device_, pages_.page_bytes(), handle);
+  if (created == backend::status::ok) ++counters_.device_alloc;
+  return created;
 }
 
 // Moves a cached free page (outside [first, end)) whose past users are all done.

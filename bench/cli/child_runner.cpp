@@ -90,7 +90,8 @@ std::string encode_outcome(const replay_outcome& o, const std::string& unavailab
       << "device_frees\t" << o.calls.frees << "\n"
       << "device_maps\t" << o.calls.maps << "\n"
       << "device_unmaps\t" << o.calls.unmaps << "\n"
-      << "syncs\t" << o.calls.syncs << "\n";
+      << "syncs\t" << o.calls.syncs << "\n"
+      << "steady_calls\t" << o.steady_calls << "\n";
   for (const timeline_point& p : o.timeline) {
     out << "point\t" << p.event << "\t" << p.live_bytes << "\t" << p.reserved_bytes << "\n";
   }
@@ -126,6 +127,7 @@ child_result decode_outcome(const std::string& text) {
       else if (key == "device_maps") o.calls.maps = std::stoull(value);
       else if (key == "device_unmaps") o.calls.unmaps = std::stoull(value);
       else if (key == "syncs") o.calls.syncs = std::stoull(value);
+      else if (key == "steady_calls") o.steady_calls = std::stoll(value);
       else if (key == "point") {
         timeline_point p;
         std::istringstream fields(value);

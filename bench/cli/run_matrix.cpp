@@ -87,6 +87,7 @@ void fill_from_outcome(result_row& row, const child_result& child, const input_f
     row.device_maps = static_cast<double>(o.calls.maps);
     row.device_unmaps = static_cast<double>(o.calls.unmaps);
     row.syncs = static_cast<double>(o.calls.syncs);
+    if (o.steady_calls >= 0) row.steady_calls = static_cast<double>(o.steady_calls);
     row.device_used_peak_bytes = static_cast<double>(o.device_used_peak_bytes);
   }
   row.timeline = o.timeline;

@@ -59,6 +59,8 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
 
   for (int repetition = 0; repetition < repetitions; ++repetition) {
     const bool measuring = repetition == 0;
+    const bool last = repetition + 1 == repetitions;
+    const device_call_counts calls_before = counters.read();
     std::unordered_map<std::uint64_t, live_entry> live;  // block id -> block
     live.reserve(1024);
     live_block_checker checker;
@@ -118,11 +120,13 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       outcome.calls = counters.read();
       outcome.timeline = sampler.take();
     }
-    // Return what is still live, then the cache, so the next repetition starts clean.
+    // Return what is still live; the cache stays for the next repetition (Note [Steady state]).
     for (auto& [id, block] : live) allocator.deallocate(block.pointer, block.size_bytes, block.stream);
-    allocator.release_cached();
+    if (last && repetition > 0)
+      outcome.steady_calls = static_cast<std::int64_t>(counters.read().total() - calls_before.total());
     if (timed_ops != 0) ns_per_op.push_back(static_cast<double>(timed_ns) / static_cast<double>(timed_ops));
   }
+  allocator.release_cached();
   if (!ns_per_op.empty()) {
     std::sort(ns_per_op.begin(), ns_per_op.end());
     const std::size_t n = ns_per_op.size();

@@ -2,7 +2,8 @@
 // Invariant: every block the allocator returns is checked against the live set
 // (live_block_checker); an overlap stops the replay with status "overlap". Memory figures
 // come from the first repetition, host time is the median over all repetitions, and the
-// clock runs only around allocate/deallocate calls. See Note [Replay timing].
+// clock runs only around allocate/deallocate calls. See Note [Replay timing] and Note
+// [Steady state].
 #pragma once
 
 #include "device_counters.hpp"
@@ -20,8 +21,16 @@ namespace fragless::bench {
 // summed; per-operation time is that sum over the number of calls. Queries made for the
 // measurements (reserved bytes, simcuda counters, the overlap checker) sit outside the
 // timed region, so every peer pays the same, zero, measurement overhead. Repetition 0
-// starts from a fresh process; later repetitions start after release_cached(), so they
-// measure a warm allocator, as a real training loop would.
+// starts from a fresh process; later repetitions start with the cache the earlier ones
+// left (only what was still live is freed between them), so they measure a warm
+// allocator, as a real training loop would.
+
+// Note [Steady state]
+// A training loop repeats one step. The benchmark treats the whole trace as that step:
+// with at least two repetitions, the device calls (allocations, frees, maps, unmaps) the
+// allocator makes during the LAST repetition are its steady-state calls per step. An
+// allocator that keeps what the step needs cached makes none; one that gives memory back
+// or moves pages between uses pays for it again every step.
 
 struct replay_options {
   int repetitions = 3;
@@ -46,6 +55,8 @@ struct replay_outcome {
   std::string first_failure;  // the allocator's message for the first failed allocation
   double host_ns_per_op = 0.0;
   device_call_counts calls;
+  // Note [Steady state]: device calls of the last repetition; -1 with one repetition.
+  std::int64_t steady_calls = -1;
   bool counters_available = false;
   std::vector<timeline_point> timeline;
 };

@@ -15,6 +15,7 @@ const std::vector<row_field>& row_fields() {
        &r::reserved_minus_allocated_at_peak_bytes},
       {"host_ns_per_op", "ns/op", field_kind::nanoseconds, nullptr, &r::host_ns_per_op},
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
+      {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
       {"syncs", "syncs", field_kind::count, nullptr, &r::syncs},
       {"ooms", "OOMs", field_kind::count, nullptr, &r::ooms},
       {"max_fitting_batch", "max batch", field_kind::count, nullptr, &r::max_fitting_batch},

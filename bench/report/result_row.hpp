@@ -23,6 +23,7 @@ struct result_row {
   std::optional<double> host_ns_per_op;
   std::optional<double> device_calls;
   std::optional<double> syncs;
+  std::optional<double> steady_calls;  // Note [Steady state]: device calls of the last repetition
   std::optional<double> reserved_minus_allocated_at_peak_bytes;
   std::optional<double> peak_live_bytes;
   std::optional<double> device_allocs;

@@ -75,12 +75,39 @@ TEST_CASE("cudaMalloc peer on a hand trace gives exact figures", "[bench][replay
   CHECK(o.calls.allocs == 3);  // three cudaMalloc
   CHECK(o.calls.frees == 2);   // two cudaFree within the trace (the last block is freed after)
   CHECK(o.calls.maps == 0);
+  // Note [Steady state]: the last repetition's calls, all three blocks allocated and freed.
+  CHECK(o.steady_calls == 6);
   CHECK(o.host_ns_per_op > 0);
   CHECK(o.events_replayed == 5);
   REQUIRE_FALSE(o.timeline.empty());
   CHECK(o.timeline.back().reserved_bytes == 512);
   CHECK(compute_ideal(t).ideal_bytes == 2 * 1048576);
   CHECK(compute_ideal(t).peak_live_rounded_bytes == 4096);
+}
+
+TEST_CASE("steady-state calls per step: a caching allocator makes none once warm", "[bench][replay]") {
+  // Two steps' worth of the same pattern; the whole trace is one step of Note [Steady state].
+  const trace t = read_text_trace(
+      "fragless-trace 1\na 0 5000000 0\na 1 300000 0\na 2 9000000 0\nf 1\na 3 700000 0\nf 0\nf 2\nf 3\n", "steady");
+  device_counters counters;
+  REQUIRE(counters.available());
+  const auto streams = create_replay_streams(1);
+  replay_options options;
+  options.repetitions = 3;
+  for (const char* name : {"fragless", "cudamalloc"}) {
+    INFO(name);
+    peer_creation peer = create_peer(name, "");
+    REQUIRE(peer.allocator);
+    const replay_outcome o = replay_trace(t, *peer.allocator, streams, options, counters);
+    CHECK(o.status == "ok");
+    CHECK(o.calls.total() > 0);  // the first repetition obtains memory
+    if (std::string(name) == "fragless") CHECK(o.steady_calls == 0);
+    else CHECK(o.steady_calls == 8);  // four cudaMalloc and four cudaFree every step
+  }
+  options.repetitions = 1;
+  peer_creation single = create_peer("cudamalloc", "");
+  CHECK(replay_trace(t, *single.allocator, streams, options, counters).steady_calls == -1);
+  destroy_replay_streams(streams);
 }
 
 TEST_CASE("the cudaMalloc peer counts an OOM at the device capacity", "[bench][replay]") {
@@ -146,7 +173,8 @@ TEST_CASE("replayer skips the free of a failed allocation and cleans up between 
   CHECK(o.first_failure.rfind("event 1", 0) == 0);
   CHECK(bump.allocs == 4);   // two good allocations per repetition
   CHECK(bump.frees == 4);    // block 0 in the trace, block 2 at the end, each repetition
-  CHECK(bump.releases == 2);
+  CHECK(bump.releases == 1);  // once, after the last repetition: later ones start warm
+  CHECK(o.steady_calls == 0);  // the bump allocator makes no device call
   options.max_events = 1;
   CHECK(replay_trace(t, bump, {nullptr}, options, counters).events_replayed == 1);
 }
