@@ -493,3 +493,41 @@ TEST_CASE("a VMM call failing in the middle of compaction or stitching loses not
   destroy_stream(stream);
   REQUIRE(simcuda_set_capacity(0, std::uint64_t{80} << 30) == 0);
 }
+
+TEST_CASE("page_moves off: a loop that touches more pages than its peak settles at zero device calls",
+          "[compaction]") {
+  // Each step: A and B, free A, then C too large for A's hole. With page moves on, C takes
+  // A's freed pages and A takes them back next step: calls every step, reserved at the peak.
+  // With page moves off, C gets new pages once; after that every step finds its pages.
+  for (bool moves : {true, false}) {
+    INFO("page_moves " << moves);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.page_moves = moves;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    auto calls = [&] {
+      const device_stats stats = cache.stats();
+      return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
+    };
+    std::int64_t last_step_calls = -1;
+    for (int step = 0; step < 6; ++step) {
+      const std::int64_t before = calls();
+      void* a = instance->allocate(6 * kMiB, 0, nullptr);
+      void* b = instance->allocate(6 * kMiB, 0, nullptr);
+      instance->deallocate(a);
+      void* c = instance->allocate(8 * kMiB, 0, nullptr);
+      instance->deallocate(b);
+      instance->deallocate(c);
+      last_step_calls = calls() - before;
+    }
+    const auto peak = cache.stats().reserved_bytes[pool_all].peak;
+    if (moves) {
+      CHECK(last_step_calls > 0);
+      CHECK(peak <= static_cast<std::int64_t>(14 * kMiB));  // the pages of B and C at once
+    } else {
+      CHECK(last_step_calls == 0);
+      CHECK(peak <= static_cast<std::int64_t>(20 * kMiB));  // the footprint of A, B and C
+    }
+  }
+}
