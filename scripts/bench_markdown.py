@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Turns fragless-bench's results.json into the README's compact Markdown table.
+"""Turns fragless-bench's results.json into the README's compact Markdown tables.
 
 One row per workload: the ideal (peak live bytes, 512 B-rounded, rounded up to 2 MiB) and
 each allocator's peak reserved bytes as a multiple of it; the best replayed allocator of a
 row in bold; geometric means at the bottom (over the workloads where every replayed
 allocator ran ok, like fragless-bench's own summary rows), once over all workloads and once
 over those whose ideal is at least 64 MiB (a 2 MiB page is a large share of a smaller one).
+A second table gives the device calls: fragless's in the first replay, and every caching
+allocator's steady-state calls per step (the last of the warm repetitions).
 
     python3 scripts/bench_markdown.py build/bench-report/results.json
 """
@@ -13,8 +15,9 @@ import json
 import math
 import sys
 
-ALLOCATORS = ["fragless", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
+ALLOCATORS = ["fragless", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
 REPLAYED = ["fragless", "pytorch", "pytorch-expandable"]
+STEADY = ["fragless", "fragless[steady]", "pytorch", "pytorch-expandable"]
 
 
 def gib(value):
@@ -31,15 +34,17 @@ def main(path):
         if row["trace"] not in by_trace:
             order.append(row["trace"])
         by_trace.setdefault(row["trace"], {})[row["allocator"]] = row
-    print("| workload | ideal | " + " | ".join(ALLOCATORS) + " |")
-    print("|---|---:|" + "---:|" * len(ALLOCATORS))
-    logs = {name: [] for name in ALLOCATORS}
-    large_logs = {name: [] for name in ALLOCATORS}
+    present = {row["allocator"] for row in rows}
+    allocators = [name for name in ALLOCATORS if name in present]
+    print("| workload | ideal | " + " | ".join(allocators) + " |")
+    print("|---|---:|" + "---:|" * len(allocators))
+    logs = {name: [] for name in allocators}
+    large_logs = {name: [] for name in allocators}
     for trace in order:
         cells = by_trace[trace]
         ideal = next((r["ideal_bytes"] for r in cells.values() if r.get("ideal_bytes")), None)
         ratios = {}
-        for name in ALLOCATORS:
+        for name in allocators:
             row = cells.get(name)
             if row is None:
                 continue
@@ -66,16 +71,51 @@ def main(path):
             return f"**{text}**" if name in REPLAYED and value == best else text
 
         name = trace.replace("|", "/")
-        print(f"| {name} | {gib(ideal) if ideal else '-'} | " + " | ".join(cell(n) for n in ALLOCATORS) + " |")
+        print(f"| {name} | {gib(ideal) if ideal else '-'} | " + " | ".join(cell(n) for n in allocators) + " |")
     for label, table in (("all workloads", logs), ("workloads with ideal >= 64 MiB", large_logs)):
         means = []
-        for name in ALLOCATORS:
+        for name in allocators:
             values = table[name]
             means.append(f"{math.exp(sum(values) / len(values)):.3f} ({len(values)})" if values else "-")
         print(f"| **geometric mean**, {label} (count) | | " + " | ".join(means) + " |")
+
+
+def calls_table(path):
+    rows = json.load(open(path))
+    by_trace, order = {}, []
+    for row in rows:
+        if row["trace"].startswith("geomean"):
+            continue
+        if row["trace"] not in by_trace:
+            order.append(row["trace"])
+        by_trace.setdefault(row["trace"], {})[row["allocator"]] = row
+    present = {row["allocator"] for row in rows}
+    steady = [name for name in STEADY if name in present]
+    print("| workload | fragless device calls | " + " | ".join(f"{n} calls/step" for n in steady) + " |")
+    print("|---|---:|" + "---:|" * len(steady))
+    zero = {name: 0 for name in steady}
+    counted = {name: 0 for name in steady}
+
+    def number(value):
+        return "-" if value is None else f"{int(value):,}"
+
+    for trace in order:
+        cells = by_trace[trace]
+        first = cells.get("fragless", {}).get("device_calls")
+        values = []
+        for name in steady:
+            value = cells.get(name, {}).get("steady_calls")
+            if value is not None:
+                counted[name] += 1
+                zero[name] += value == 0
+            values.append(number(value))
+        print(f"| {trace.replace('|', '/')} | {number(first)} | " + " | ".join(values) + " |")
+    print("| **workloads at 0 calls/step** | | " + " | ".join(f"{zero[n]} of {counted[n]}" for n in steady) + " |")
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     main(sys.argv[1])
+    print()
+    calls_table(sys.argv[1])
