@@ -24,16 +24,21 @@ def gib(value):
     return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
 
 
-def main(path):
-    rows = json.load(open(path))
-    by_trace = {}
-    order = []
+def by_workload(rows):
+    """The rows grouped by workload (trace), in first-seen order, without summary rows."""
+    by_trace, order = {}, []
     for row in rows:
         if row["trace"].startswith("geomean"):
             continue
         if row["trace"] not in by_trace:
             order.append(row["trace"])
         by_trace.setdefault(row["trace"], {})[row["allocator"]] = row
+    return by_trace, order
+
+
+def main(path):
+    rows = json.load(open(path))
+    by_trace, order = by_workload(rows)
     present = {row["allocator"] for row in rows}
     allocators = [name for name in ALLOCATORS if name in present]
     print("| workload | ideal | " + " | ".join(allocators) + " |")
@@ -82,13 +87,7 @@ def main(path):
 
 def calls_table(path):
     rows = json.load(open(path))
-    by_trace, order = {}, []
-    for row in rows:
-        if row["trace"].startswith("geomean"):
-            continue
-        if row["trace"] not in by_trace:
-            order.append(row["trace"])
-        by_trace.setdefault(row["trace"], {})[row["allocator"]] = row
+    by_trace, order = by_workload(rows)
     present = {row["allocator"] for row in rows}
     steady = [name for name in STEADY if name in present]
     print("| workload | fragless device calls | " + " | ".join(f"{n} calls/step" for n in steady) + " |")

@@ -2,18 +2,12 @@
 // background) and the memory fraction (see device_cache.hpp, Note [Compaction] in
 // large_pool.hpp). Invariant: every pass runs under device_mutex_, and only a pass that
 // synchronized the device first treats memory as idle without asking its streams.
-#include <chrono>
-
 #include "core/device_cache.hpp"
 #include "core/log.hpp"
+#include "core/monotonic_clock.hpp"
 
 namespace fragless::core {
 namespace {
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
 

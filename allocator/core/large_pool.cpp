@@ -3,19 +3,14 @@
 #include "core/large_pool.hpp"
 
 #include <algorithm>
-#include <chrono>
 
+#include "core/monotonic_clock.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // How many cached pages an allocation inspects before creating a new one instead.
 constexpr int kMoveCandidates = 8;

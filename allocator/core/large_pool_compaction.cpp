@@ -5,20 +5,10 @@
 // device was synchronized, and accounts every handle it takes off a page: released, or
 // queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include <chrono>
-
 #include "core/large_pool.hpp"
+#include "core/monotonic_clock.hpp"
 
 namespace fragless::core {
-namespace {
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 compaction_outcome large_pool::compact(const compaction_pass& pass) noexcept {
   compaction_outcome outcome;
   const std::size_t before = reserved_bytes();

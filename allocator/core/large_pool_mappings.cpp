@@ -4,21 +4,11 @@
 // one block or none; a failed attempt leaves no mapping, no reserved range and no handle
 // behind.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include <chrono>
-
 #include "core/large_pool.hpp"
+#include "core/monotonic_clock.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
-namespace {
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 bool large_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address,
                                backend::status* result) noexcept {
   for (auto& [base, mapping] : dedicated_) {
