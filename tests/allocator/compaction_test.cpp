@@ -531,3 +531,93 @@ TEST_CASE("page_moves off: a loop that touches more pages than its peak settles 
     }
   }
 }
+
+TEST_CASE("under a reserved limit a scattered request is stitched without passing the limit", "[compaction]") {
+  // Same shape as the device-capacity case, but the bound is the allocator's own limit
+  // (max_cached_bytes) on a large device.
+  reset_simcuda();
+  core::cache_settings settings;
+  settings.virtual_range_factor = 1.0;
+  settings.reserved_limit_bytes = 64 * kMiB;
+  auto instance = make_simcuda_allocator(settings);
+  core::device_cache& cache = instance->device(0);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 16; ++i) {
+    blocks.push_back(instance->allocate(4 * kMiB, 0, nullptr));
+    fill_pattern(blocks.back(), 4 * kMiB, static_cast<std::uint64_t>(1000 + i));
+  }
+  for (int i = 0; i < 16; i += 2) instance->deallocate(blocks[static_cast<std::size_t>(i)]);
+  const device_stats before = cache.stats();
+  REQUIRE(before.largest_free_block_bytes < static_cast<std::int64_t>(20 * kMiB));
+  void* stitched = instance->allocate(20 * kMiB, 0, nullptr);
+  fill_pattern(stitched, 20 * kMiB, 7);
+  const device_stats after = cache.stats();
+  CHECK(after.num_stitched_allocations + after.num_page_moves >
+        before.num_stitched_allocations + before.num_page_moves);
+  CHECK(after.reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(64 * kMiB));
+  for (int i = 1; i < 16; i += 2)
+    CHECK(check_pattern(blocks[static_cast<std::size_t>(i)], 4 * kMiB, static_cast<std::uint64_t>(1000 + i)));
+  CHECK(check_pattern(stitched, 20 * kMiB, 7));
+  check_consistency(cache.snapshot(), cache.stats());
+  // 12 MiB of free pages left under the limit: 16 MiB cannot be had.
+  CHECK(oom_text_of(*instance, 16 * kMiB).rfind("CUDA out of memory", 0) == 0);
+  CHECK(cache.stats().reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(64 * kMiB));
+  check_consistency(cache.snapshot(), cache.stats());
+  instance->deallocate(stitched);
+  for (int i = 1; i < 16; i += 2) instance->deallocate(blocks[static_cast<std::size_t>(i)]);
+}
+
+TEST_CASE("the cudaMalloc backend releases exactly the segments that are wholly free", "[compaction]") {
+  reset_simcuda();
+  core::cache_settings settings;
+  settings.use_vmm = false;
+  auto instance = make_simcuda_allocator(settings);
+  core::device_cache& cache = instance->device(0);
+  std::mt19937_64 random(5);
+  std::vector<void*> live;
+  for (int i = 0; i < 300; ++i)
+    live.push_back(instance->allocate(random() % 2 ? 512 + random() % 100000 : kMiB + random() % (20 * kMiB), 0, nullptr));
+  std::shuffle(live.begin(), live.end(), random);
+  while (live.size() > 60) {
+    instance->deallocate(live.back());
+    live.pop_back();
+  }
+  std::size_t whole_free_bytes = 0;
+  for (const snapshot_segment& segment : cache.snapshot().segments) {
+    bool all_free = true;
+    for (const snapshot_block& block : segment.blocks) all_free = all_free && block.state == block_state::free;
+    if (all_free) whole_free_bytes += segment.size_bytes;
+  }
+  REQUIRE(whole_free_bytes > 0);
+  const std::int64_t reserved_before = cache.stats().reserved_bytes[pool_all].current;
+  const compact_result result = cache.compact();
+  CHECK(result.released_bytes == whole_free_bytes);
+  CHECK(result.unmapped_pages == 0);
+  CHECK(cache.stats().reserved_bytes[pool_all].current == reserved_before - static_cast<std::int64_t>(whole_free_bytes));
+  CHECK(cache.stats().page_compaction == 0);
+  check_consistency(cache.snapshot(), cache.stats());
+  for (void* block : live) instance->deallocate(block);
+}
+
+TEST_CASE("with a 1 ms interval, blocks reused with no pause are never unmapped", "[compaction]") {
+  reset_simcuda();
+  core::cache_settings settings;
+  settings.compact_threshold_bytes = 4 * kMiB;
+  settings.compaction_interval_ns = 1'000'000;
+  auto instance = make_simcuda_allocator(settings);
+  core::device_cache& cache = instance->device(0);
+  std::int64_t unmaps_after_warmup = -1;
+  const auto start = std::chrono::steady_clock::now();
+  int iteration = 0;
+  // Run for many intervals (about 200 ms), so passes happen throughout the loop.
+  for (; std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200); ++iteration) {
+    std::vector<void*> step;
+    for (std::size_t bytes : {5 * kMiB, 300 * std::size_t{1024}, 9 * kMiB, 700 * std::size_t{1024}, 3 * kMiB})
+      step.push_back(instance->allocate(bytes, 0, nullptr));
+    for (void* block : step) instance->deallocate(block);
+    if (iteration == 1) unmaps_after_warmup = cache.stats().num_unmap;
+  }
+  INFO(iteration << " iterations, " << cache.stats().num_compactions << " passes");
+  REQUIRE(iteration > 10);
+  CHECK(cache.stats().num_unmap == unmaps_after_warmup);
+}
