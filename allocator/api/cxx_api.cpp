@@ -1,5 +1,6 @@
 // The C++ API (fragless/fragless.hpp): forwarders to the global allocator.
 #include "core/allocator.hpp"
+#include "core/segment_events.hpp"
 #include "fragless/fragless.hpp"
 
 namespace fragless {
@@ -32,6 +33,10 @@ std::size_t trim(std::size_t bytes_to_keep, int device) {
   std::size_t released = 0;
   for (core::device_cache* cache : targets(device)) released += cache->release_cache(bytes_to_keep);
   return released;
+}
+
+void set_segment_observer(segment_observer observer, void* context) {
+  core::install_segment_observer(observer, context);
 }
 
 compact_result compact(int device) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/monotonic_clock.hpp"
+#include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
@@ -255,6 +256,7 @@ bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::p
     counters_.unmap_ns += now_ns() - start;
     ++counters_.unmap;
     ++counters_.page_moves;
+    notify_segment_event(device_, segment_event_kind::unmap, pages_.page_address(page), pages_.page_bytes());
     *handle = pages_.set_unmapped(page);
     return true;
   }
@@ -283,6 +285,7 @@ backend::status large_pool::map_page(std::size_t page, backend::physical_handle 
   if (result != backend::status::ok) return result;
   ++counters_.map;
   pages_.set_mapped(page, handle);
+  notify_segment_event(device_, segment_event_kind::map, pages_.page_address(page), pages_.page_bytes());
   return backend::status::ok;
 }
 
@@ -335,6 +338,7 @@ backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id s
       return backend::status::error;
     }
     segment_bytes_ += segment_bytes;
+    notify_segment_event(device_, segment_event_kind::alloc, base_address, segment_bytes);
     range = free_range{base_address, segment_bytes, base_address, {}};
   }
   backend::status result = order_after_streams(*range, stream);

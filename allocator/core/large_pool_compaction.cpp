@@ -7,6 +7,7 @@
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/large_pool.hpp"
 #include "core/monotonic_clock.hpp"
+#include "core/segment_events.hpp"
 
 namespace fragless::core {
 compaction_outcome large_pool::compact(const compaction_pass& pass) noexcept {
@@ -59,6 +60,7 @@ std::size_t large_pool::compact_pages(const compaction_pass& pass, std::size_t* 
     if (backend_.unmap(device_, address, pages_.page_bytes()) != backend::status::ok) continue;
     counters_.unmap_ns += now_ns() - start;
     ++counters_.unmap;
+    notify_segment_event(device_, segment_event_kind::unmap, address, pages_.page_bytes());
     release_handle(pages_.set_unmapped(page));
     *mapped_cached -= std::min(*mapped_cached, pages_.page_bytes());
     ++*unmapped_pages;
@@ -89,6 +91,7 @@ std::size_t large_pool::release_cached_segments(std::size_t bytes_to_keep, bool 
       continue;
     }
     ++counters_.device_free;
+    notify_segment_event(device_, segment_event_kind::free, base, size);
     index_.carve(base, size);
     segment_bytes_ -= size;
     released += size;

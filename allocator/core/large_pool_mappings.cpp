@@ -6,6 +6,7 @@
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/large_pool.hpp"
 #include "core/monotonic_clock.hpp"
+#include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
@@ -65,6 +66,7 @@ backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id
     return result;
   }
   dedicated_bytes_ += bytes;
+  notify_segment_event(device_, segment_event_kind::alloc, base, bytes);
   *address = base;
   return backend::status::ok;
 }
@@ -125,6 +127,7 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
     return result;
   }
   ++counters_.stitched_allocations;
+  notify_segment_event(device_, segment_event_kind::alloc, base, bytes);
   *address = base;
   return backend::status::ok;
 }
@@ -151,6 +154,7 @@ bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
   }
   if (!mapping.handles.empty()) return false;  // kept, smaller, still a cached mapping
   backend_.free_address_range(device_, base, range_bytes);
+  notify_segment_event(device_, segment_event_kind::free, base, range_bytes);
   dedicated_.erase(at);
   return true;
 }

@@ -255,6 +255,15 @@ void torch_allocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::C
                                     c10::CachingDeviceAllocator::RecordContext when, bool clear_history,
                                     const std::vector<std::string>& skip_actions) {
   history_.configure(enabled, context_recorder, alloc_trace_max_entries, when, clear_history, skip_actions);
+  // Segment events reach the history only while it records (Note [Segment events]).
+  if (enabled)
+    fragless::set_segment_observer(
+        [](const fragless::segment_event& event, void* context) {
+          static_cast<trace_history*>(context)->on_segment(event);
+        },
+        &history_);
+  else
+    fragless::set_segment_observer(nullptr, nullptr);
 }
 
 void torch_allocator::attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) {

@@ -70,6 +70,24 @@ std::optional<trace_history::freed_block> trace_history::on_free(void* pointer) 
   return freed_block{block.device, block.size_bytes};
 }
 
+void trace_history::on_segment(const fragless::segment_event& event) noexcept {
+  if (!enabled()) return;
+  trace_entry::Action action = trace_entry::SEGMENT_MAP;
+  switch (event.kind) {
+    case fragless::segment_event_kind::map: action = trace_entry::SEGMENT_MAP; break;
+    case fragless::segment_event_kind::unmap: action = trace_entry::SEGMENT_UNMAP; break;
+    case fragless::segment_event_kind::alloc: action = trace_entry::SEGMENT_ALLOC; break;
+    case fragless::segment_event_kind::free: action = trace_entry::SEGMENT_FREE; break;
+  }
+  try {
+    std::lock_guard lock(mutex_);
+    write_locked(trace_entry(action, static_cast<c10::DeviceIndex>(event.device), event.address, event.size_bytes,
+                             nullptr, {0, 0}, c10::getApproximateTime(), nullptr));
+  } catch (...) {
+    // No host memory for the entry: the history misses it, the allocator goes on.
+  }
+}
+
 void trace_history::on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes,
                                      void* stream) {
   if (!enabled()) return;

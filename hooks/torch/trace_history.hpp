@@ -17,6 +17,8 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include "fragless/fragless.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <mutex>
@@ -48,6 +50,12 @@ class trace_history {
   };
   // Forgets the block and returns its device and size (nullopt if unknown); writes the free entries.
   std::optional<freed_block> on_free(void* pointer);
+  // Note [Segment events]: fragless maps and unmaps 2 MiB pages (PyTorch's expandable
+  // segments do the same), and obtains and releases whole mappings and cudaMalloc
+  // segments; each is written as a SEGMENT_MAP / SEGMENT_UNMAP / SEGMENT_ALLOC /
+  // SEGMENT_FREE entry with the default stream, so memory_viz can draw reserved memory.
+  // Called with a fragless device lock held; takes only this object's lock.
+  void on_segment(const fragless::segment_event& event) noexcept;
   // Writes an OOM entry (addr_ is the device's free bytes, as PyTorch does).
   void on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes, void* stream);
 

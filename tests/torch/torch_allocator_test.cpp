@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -201,29 +202,46 @@ TEST_CASE("torch allocator: snapshot agrees with the stats; cacheInfo; emptyCach
   CHECK(simcuda_used_bytes(0) == 0);
 }
 
+namespace {
+bool is_segment_action(TraceEntry::Action action) {
+  return action == TraceEntry::SEGMENT_MAP || action == TraceEntry::SEGMENT_UNMAP ||
+         action == TraceEntry::SEGMENT_ALLOC || action == TraceEntry::SEGMENT_FREE;
+}
+std::vector<TraceEntry> block_entries(const std::vector<TraceEntry>& entries) {
+  std::vector<TraceEntry> kept;
+  for (const TraceEntry& entry : entries)
+    if (!is_segment_action(entry.action_)) kept.push_back(entry);
+  return kept;
+}
+}  // namespace
+
 TEST_CASE("torch allocator: history records alloc and free; trace trackers see them") {
   require_installed();
-  std::vector<TraceEntry::Action> tracked;
-  allocator::get()->attachAllocatorTraceTracker([&tracked](const TraceEntry& entry) { tracked.push_back(entry.action_); });
+  // Trackers cannot be detached: the tracker owns what it writes to, so it outlives this test.
+  auto tracked = std::make_shared<std::vector<TraceEntry::Action>>();
+  allocator::get()->attachAllocatorTraceTracker([tracked](const TraceEntry& entry) {
+    if (!is_segment_action(entry.action_)) tracked->push_back(entry.action_);
+  });
   allocator::get()->recordHistory(true, nullptr, 100, c10::CachingDeviceAllocator::RecordContext::ALLOC, true, {});
   CHECK(allocator::get()->isHistoryEnabled());
   void* block = allocator::raw_alloc(4096);
   allocator::raw_delete(block);
-  const auto traces = allocator::snapshot().device_traces.at(0);
+  const auto traces = block_entries(allocator::snapshot().device_traces.at(0));
   REQUIRE(traces.size() == 3);
   CHECK(traces[0].action_ == TraceEntry::ALLOC);
   CHECK(traces[0].addr_ == reinterpret_cast<std::uintptr_t>(block));
   CHECK(traces[0].size_ == 4096);
   CHECK(traces[1].action_ == TraceEntry::FREE_REQUESTED);
   CHECK(traces[2].action_ == TraceEntry::FREE_COMPLETED);
-  CHECK(tracked.size() == 3);
+  CHECK(tracked->size() == 3);
 
   // A bounded ring keeps the newest entries, oldest first.
   allocator::get()->recordHistory(true, nullptr, 4, c10::CachingDeviceAllocator::RecordContext::ALLOC, true, {});
   std::vector<void*> blocks;
+  allocator::emptyCache();  // no page is mapped: the first block maps one (4 entries in all)
   for (int i = 0; i < 3; ++i) blocks.push_back(allocator::raw_alloc(1024 * (i + 1)));
   const auto bounded = allocator::snapshot().device_traces.at(0);
-  REQUIRE(bounded.size() == 3);
+  REQUIRE(bounded.size() == 4);
   for (void* p : blocks) allocator::raw_delete(p);
   const auto wrapped = allocator::snapshot().device_traces.at(0);
   REQUIRE(wrapped.size() == 4);
@@ -231,6 +249,34 @@ TEST_CASE("torch allocator: history records alloc and free; trace trackers see t
   CHECK(wrapped.back().addr_ == reinterpret_cast<std::uintptr_t>(blocks.back()));
   allocator::get()->recordHistory(false, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::NEVER, true, {});
   CHECK_FALSE(allocator::get()->isHistoryEnabled());
+}
+
+TEST_CASE("torch allocator: history has the segment_map and segment_unmap entries of the pages") {
+  require_installed();
+  allocator::emptyCache();
+  allocator::get()->recordHistory(true, nullptr, 10000, c10::CachingDeviceAllocator::RecordContext::ALLOC, true, {});
+  void* block = allocator::raw_alloc(32u << 20);
+  const auto block_address = reinterpret_cast<std::uintptr_t>(block);
+  std::uint64_t mapped_over_block = 0;
+  const auto after_alloc = allocator::snapshot();  // a named snapshot: the loop reads into it
+  for (const TraceEntry& entry : after_alloc.device_traces.at(0))
+    if (entry.action_ == TraceEntry::SEGMENT_MAP && entry.addr_ < block_address + (32u << 20) &&
+        entry.addr_ + entry.size_ > block_address)
+      mapped_over_block += entry.size_;
+  CHECK(mapped_over_block >= (32u << 20));  // every page under the block was mapped while recording
+  allocator::raw_delete(block);
+  const fragless::compact_result compacted = fragless::compact(0);
+  REQUIRE(compacted.unmapped_pages > 0);
+  std::uint64_t unmapped = 0;
+  const auto after_compact = allocator::snapshot();
+  for (const TraceEntry& entry : after_compact.device_traces.at(0))
+    if (entry.action_ == TraceEntry::SEGMENT_UNMAP) unmapped += entry.size_;
+  CHECK(unmapped == compacted.unmapped_pages * (2u << 20));
+  allocator::get()->recordHistory(false, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::NEVER, true, {});
+  // Not recording: no more entries, and no observer cost.
+  void* quiet = allocator::raw_alloc(8u << 20);
+  allocator::raw_delete(quiet);
+  CHECK(allocator::snapshot().device_traces.at(0).empty());
 }
 
 TEST_CASE("torch allocator: OOM is c10::OutOfMemoryError with fragless's message, observers called") {

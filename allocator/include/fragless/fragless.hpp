@@ -90,6 +90,24 @@ FRAGLESS_API std::string memory_summary(int device);
 // Name of the device-memory backend in use on the device ("vmm" or "cudaMalloc").
 FRAGLESS_API std::string backend_name(int device);
 
+// ---- segment events ----
+// Device memory being mapped or unmapped (vmm backend: pages, and runs of them), or
+// obtained or given back whole (cudaMalloc segments, dedicated and stitched mappings), for
+// allocation histories such as PyTorch's memory_viz (segment_map / segment_unmap /
+// segment_alloc / segment_free).
+enum class segment_event_kind : std::uint8_t { map, unmap, alloc, free };
+struct segment_event {
+  int device = 0;
+  segment_event_kind kind = segment_event_kind::map;
+  std::uintptr_t address = 0;
+  std::size_t size_bytes = 0;
+};
+using segment_observer = void (*)(const segment_event& event, void* context);
+// Installs the process's one observer (nullptr removes it). It is called with the device's
+// lock held, from any thread that allocates, frees or compacts: it must be quick and must
+// not call into fragless. Exceptions it throws are swallowed.
+FRAGLESS_API void set_segment_observer(segment_observer observer, void* context);
+
 // ---- snapshot ----
 // Every segment of the device with its blocks (fragless/stats_snapshot.hpp; blocks exactly
 // cover their segment). Large-pool segments are the reserved regions (cudaMalloc segments
