@@ -83,6 +83,7 @@ def test_compact_releases_free_pages():
 
 
 def test_record_history_and_dump_snapshot(tmp_path):
+    torch.cuda.empty_cache()  # nothing mapped: the tensors below map pages while recording
     torch.cuda.memory._record_memory_history(max_entries=1000)
     try:
         a = torch.empty(1000, device="cuda")
@@ -101,7 +102,12 @@ def test_record_history_and_dump_snapshot(tmp_path):
     assert ("free_requested", address) in actions
     assert ("free_completed", address) in actions
     assert any(e["action"] == "alloc" and e["addr"] == b.data_ptr() and e["size"] == 8 << 20 for e in trace)
-    assert any(e["frames"] for e in trace)  # stacks were recorded
+    assert any(e.get("frames") for e in trace)  # stacks were recorded (segment entries have none)
+    # The pages under b were mapped while recording: segment_map entries cover it.
+    b_start, b_end = b.data_ptr(), b.data_ptr() + (8 << 20)
+    mapped = sum(min(b_end, e["addr"] + e["size"]) - max(b_start, e["addr"])
+                 for e in trace if e["action"] == "segment_map" and e["addr"] < b_end and e["addr"] + e["size"] > b_start)
+    assert mapped == 8 << 20
     assert snapshot["segments"]
     # memory_viz's own reader accepts it.
     from torch.cuda import _memory_viz
