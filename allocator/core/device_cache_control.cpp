@@ -23,7 +23,6 @@ std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
 void device_cache::settle_locked(bool synchronized) noexcept {
   if (synchronized) large_.forget_streams();
   process_pending_locked(synchronized);
-  std::vector<std::pair<stream_shard*, std::vector<slab*>>> to_return;
   try {
     std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
     for (auto& [stream, shard] : shards_) {

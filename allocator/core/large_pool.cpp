@@ -263,11 +263,16 @@ bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::p
   return false;
 }
 
+bool large_pool::streams_idle(const stream_set& streams) noexcept {
+  for (stream_id stream : streams.streams())
+    if (events_.stream_idle(stream) != backend::status::ok) return false;
+  return true;
+}
+
 bool large_pool::make_range_idle(std::uintptr_t address) noexcept {
   std::optional<free_range> range = index_.containing(address);
   if (!range || range->streams.empty()) return true;
-  for (stream_id stream : range->streams.streams())
-    if (events_.stream_idle(stream) != backend::status::ok) return false;
+  if (!streams_idle(range->streams)) return false;
   // Every stream of the range is idle now: the whole range is clean.
   try {
     index_.carve(range->address, range->size_bytes);

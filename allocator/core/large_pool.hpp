@@ -1,8 +1,8 @@
 // The large pool of one device: where every block the size classes do not serve lives,
 // and where slabs come from. Two ways to get device memory, chosen at start:
 //  - VMM (default where supported): one large reserved virtual range; blocks are placed
-//    where they need the fewest new pages (Note [Placement]) at 512 B granularity inside
-//    it; 2 MiB physical pages are mapped under a block when it needs them (Note [Page
+//    best-fit at 512 B granularity inside it, at the end of their range that needs fewer
+//    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it needs them (Note [Page
 //    cache]). Very large requests get a range and mapping of their own instead (Note
 //    [Dedicated mappings]), and so does a request no free range can hold (Note
 //    [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
@@ -107,7 +107,7 @@ namespace fragless::core {
 //  - on empty_cache()/trim() and before an out-of-memory error, after a device
 //    synchronization, keeping nothing / the bytes asked for (Note [Out of memory]);
 //  - automatically, when cached free bytes exceed compact_threshold_bytes, at most once per
-//    kCompactionIntervalNs, from the allocation slow path (or a background thread with
+//    cache_settings::compaction_interval_ns (1 s), from the allocation slow path (or a background thread with
 //    background_compaction). An automatic pass only takes pages that stayed free since
 //    before the previous automatic pass (page_map epochs), so a loop that reuses its pages
 //    within an interval keeps them mapped: no map/unmap churn in steady state.
@@ -118,11 +118,12 @@ namespace fragless::core {
 // A request that no free range of the shared address space can hold (address space
 // fragmented or exhausted) gets a fresh virtual range of its own, rounded up to pages, and
 // physical pages mapped into it one by one: free pages moved out of free ranges of the
-// shared range first (only idle ones, Note [Page cache]), new ones only for the rest. The result is a stitched mapping, kept like a dedicated
-// mapping (Note [Dedicated mappings]): one block; when freed it is reused whole by a
-// request of the same rounded size, and a compaction pass unmaps it and releases its pages. Pages a page move gives are ordinary free pages, so
-// the same happens without a fresh range whenever the shared range has room: a block placed
-// over unmapped pages takes idle free pages from elsewhere before any new one is created.
+// shared range first (only idle ones, Note [Page cache]), new ones only for the rest. The
+// result is a stitched mapping, kept like a dedicated mapping (Note [Dedicated mappings]):
+// one block; when freed it is reused whole by a request of the same rounded size, and a
+// compaction pass unmaps it and releases its pages. Whenever the shared range has room the
+// same happens without a fresh range: a block placed over unmapped pages takes idle free
+// pages from elsewhere (page moves) before any new one is created.
 // A failed stitch unmaps what it mapped, releases the handles it took and frees the range,
 // so nothing half-mapped is ever handed out.
 
@@ -240,8 +241,7 @@ class large_pool {
   backend::status take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
   bool reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address, backend::status* result) noexcept;
-  std::size_t compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
-                            std::size_t* unmapped_pages) noexcept;
+  void compact_pages(const compaction_pass& pass, std::size_t* mapped_cached, std::size_t* unmapped_pages) noexcept;
   std::size_t mapped_cached_bytes() const noexcept {
     return pages_.cached_free_pages().size() * pages_.page_bytes() + dedicated_cached_bytes_;
   }
@@ -253,6 +253,8 @@ class large_pool {
   // Is the free range at `address` one no stream can still touch? Makes it clean (forgets
   // its streams) when every remembered stream is idle now.
   bool make_range_idle(std::uintptr_t address) noexcept;
+  // Has every stream in `streams` finished the work queued so far (pooled event queries)?
+  bool streams_idle(const stream_set& streams) noexcept;
   std::size_t segment_size_for(std::size_t size_bytes) const noexcept;
   backend::status allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                      std::size_t* placed_bytes);
@@ -262,7 +264,7 @@ class large_pool {
   // Releases cached dedicated/stitched mappings (only idle ones unless pass.synchronized,
   // only aged ones with pass.aged_only) while more than pass.bytes_to_keep bytes are
   // cached; `cached` is updated.
-  std::size_t release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
+  void release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
   // cudaMalloc mode best fit under Note [Max split size].
   std::optional<free_range> segment_fit(std::size_t size_bytes) const;
   backend::status map_page(std::size_t page, backend::physical_handle handle) noexcept;

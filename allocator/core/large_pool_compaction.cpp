@@ -28,20 +28,19 @@ compaction_outcome large_pool::compact(const compaction_pass& pass) noexcept {
 }
 
 // Unmaps free pages, highest first, while more than pass.bytes_to_keep free bytes stay
-// mapped. Returns the pages unmapped.
-std::size_t large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
-                                      std::size_t* unmapped_pages) noexcept {
-  if (*mapped_cached <= pass.bytes_to_keep || pages_.cached_free_pages().empty()) return 0;
+// mapped; counts them in *unmapped_pages.
+void large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
+                               std::size_t* unmapped_pages) noexcept {
+  if (*mapped_cached <= pass.bytes_to_keep || pages_.cached_free_pages().empty()) return;
   std::vector<std::size_t> pages;
   try {
     pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
   } catch (...) {
-    return 0;
+    return;
   }
   // A busy range is asked about once, not once per page.
   std::uintptr_t busy_start = 0;
   std::uintptr_t busy_end = 0;
-  const std::size_t before = *unmapped_pages;
   for (std::size_t page : pages) {
     if (*mapped_cached <= pass.bytes_to_keep) break;
     if (pass.aged_only && pages_.free_since_epoch(page) >= pages_.epoch()) continue;
@@ -65,7 +64,6 @@ std::size_t large_pool::compact_pages(const compaction_pass& pass, std::size_t* 
     *mapped_cached -= std::min(*mapped_cached, pages_.page_bytes());
     ++*unmapped_pages;
   }
-  return *unmapped_pages - before;
 }
 
 std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {

@@ -159,27 +159,19 @@ bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
   return true;
 }
 
-std::size_t large_pool::release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept {
-  const std::size_t before = reserved_bytes();
+void large_pool::release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept {
   for (auto at = dedicated_.begin(); at != dedicated_.end() && *cached > pass.bytes_to_keep;) {
     auto next = std::next(at);  // release_dedicated erases the entry
     const std::uintptr_t base = at->first;
     const dedicated_mapping& mapping = at->second;
-    bool eligible = !mapping.in_use;
-    if (eligible && pass.aged_only && mapping.free_since_epoch >= pages_.epoch()) eligible = false;
-    if (eligible && !pass.synchronized)
-      for (stream_id stream : mapping.streams.streams())
-        if (events_.stream_idle(stream) != backend::status::ok) {
-          eligible = false;
-          break;
-        }
+    const bool eligible = !mapping.in_use && !(pass.aged_only && mapping.free_since_epoch >= pages_.epoch()) &&
+                          (pass.synchronized || streams_idle(mapping.streams));
     at = next;
     if (!eligible) continue;
     const std::size_t cached_before = dedicated_cached_bytes_;
     release_dedicated(base);
     *cached -= std::min(*cached, cached_before - dedicated_cached_bytes_);
   }
-  return before - reserved_bytes();
 }
 
 }  // namespace fragless::core
