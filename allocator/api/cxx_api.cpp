@@ -8,10 +8,14 @@ namespace {
 
 core::allocator& global() { return core::global_allocator(); }
 
-std::vector<core::device_cache*> targets(int device) {
-  if (device >= 0) return {&global().device(device)};
-  return global().created_devices();
+// f(device_cache&) for the device's caches (its own and its pools'); every created device
+// when device is -1.
+template <typename F>
+void for_each_target(int device, F&& f) {
+  if (device >= 0) return global().for_each_cache(device, f);
+  for (core::device_cache* created : global().created_devices()) global().for_each_cache(created->device(), f);
 }
+
 
 }  // namespace
 
@@ -23,15 +27,25 @@ void deallocate(void* pointer) { global().deallocate(pointer); }
 
 void record_stream(void* pointer, stream_t stream) { global().record_stream(pointer, stream); }
 
+pool_id create_pool(int device) { return global().create_pool(device); }
+
+void* allocate_from_pool(pool_id pool, std::size_t size_bytes, stream_t stream) {
+  return global().allocate_from_pool(pool, size_bytes, stream);
+}
+
+void release_pool(pool_id pool) noexcept { global().release_pool(pool); }
+
+std::size_t empty_pool_cache(pool_id pool) { return global().pool_cache(pool).release_cache(0); }
+
 std::size_t empty_cache(int device) {
   std::size_t released = 0;
-  for (core::device_cache* cache : targets(device)) released += cache->release_cache(0);
+  for_each_target(device, [&](core::device_cache& cache) { released += cache.release_cache(0); });
   return released;
 }
 
 std::size_t trim(std::size_t bytes_to_keep, int device) {
   std::size_t released = 0;
-  for (core::device_cache* cache : targets(device)) released += cache->release_cache(bytes_to_keep);
+  for_each_target(device, [&](core::device_cache& cache) { released += cache.release_cache(bytes_to_keep); });
   return released;
 }
 
@@ -41,20 +55,27 @@ void set_segment_observer(segment_observer observer, void* context) {
 
 compact_result compact(int device) {
   compact_result total;
-  for (core::device_cache* cache : targets(device)) {
-    const compact_result one = cache->compact();
+  for_each_target(device, [&](core::device_cache& cache) {
+    const compact_result one = cache.compact();
     total.released_bytes += one.released_bytes;
     total.unmapped_pages += one.unmapped_pages;
-  }
+  });
   return total;
 }
 
-void set_memory_fraction(double fraction, int device) { global().device(device).set_memory_fraction(fraction); }
-void reset_peak_stats(int device) { global().device(device).reset_peak_stats(); }
-void reset_accumulated_stats(int device) { global().device(device).reset_accumulated_stats(); }
-device_stats get_device_stats(int device) { return global().device(device).stats(); }
-device_stats get_device_counters(int device) { return global().device(device).stats(false); }
-memory_snapshot snapshot(int device) { return global().device(device).snapshot(); }
+void set_memory_fraction(double fraction, int device) {
+  global().for_each_cache(device, [&](core::device_cache& cache) { cache.set_memory_fraction(fraction); });
+}
+void reset_peak_stats(int device) {
+  global().for_each_cache(device, [](core::device_cache& cache) { cache.reset_peak_stats(); });
+}
+void reset_accumulated_stats(int device) {
+  global().for_each_cache(device, [](core::device_cache& cache) { cache.reset_accumulated_stats(); });
+}
+device_stats get_device_stats(int device) { return global().device_stats_of(device, true); }
+device_stats get_device_counters(int device) { return global().device_stats_of(device, false); }
+
+memory_snapshot snapshot(int device) { return global().snapshot(device); }
 std::string snapshot_json(int device) { return to_json(snapshot(device)); }
 std::string snapshot_pickle(int device) { return to_pytorch_pickle(snapshot(device)); }
 std::string stats_json(int device) { return to_json(get_device_stats(device), device); }

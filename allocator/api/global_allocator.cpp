@@ -35,7 +35,7 @@ void start_publishing(allocator& instance) {
         for (device_cache* cache : instance.created_devices()) {
           const auto index = static_cast<std::size_t>(cache->device());
           if (last_layout.size() <= index) last_layout.resize(index + 1);
-          device_stats stats = cache->stats(with_layout);
+          device_stats stats = instance.device_stats_of(cache->device(), with_layout);  // with its pools
           if (with_layout) last_layout[index] = stats;
           else carry_layout(last_layout[index], stats);
           target.publish(cache->device(), stats);
@@ -44,7 +44,7 @@ void start_publishing(allocator& instance) {
       [&instance] {
         memory_snapshot combined;
         for (device_cache* cache : instance.created_devices()) {
-          memory_snapshot one = cache->snapshot();
+          memory_snapshot one = instance.snapshot(cache->device());
           combined.device_count = std::max(combined.device_count, one.device_count);
           for (snapshot_segment& segment : one.segments) combined.segments.push_back(std::move(segment));
         }

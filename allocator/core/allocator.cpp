@@ -1,12 +1,13 @@
 // The allocator object and the global instance (see allocator.hpp).
 #include "core/allocator.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace fragless::core {
 
 allocator::allocator(std::unique_ptr<backend::backend> device_backend, const cache_settings& settings)
-    : backend_(std::move(device_backend)), settings_(settings) {}
+    : backend_(std::move(device_backend)), settings_(settings), pools_(*backend_, live_blocks_, settings) {}
 
 allocator::~allocator() = default;
 
@@ -37,8 +38,59 @@ std::vector<device_cache*> allocator::created_devices() {
   return created;
 }
 
+// Hot path: the try costs nothing until an allocation runs out of memory.
 void* allocator::allocate(std::size_t size_bytes, int device_index, stream_id stream) {
-  return device(device_index).allocate(size_bytes, stream);
+  device_cache& cache = device(device_index);
+  if (pools_.empty()) return cache.allocate(size_bytes, stream);
+  return allocate_in(cache, size_bytes, stream);
+}
+
+std::uint64_t allocator::create_pool(int device_index) {
+  device(device_index);  // checks the index; pools are created after their device's cache
+  return pools_.create(device_index);
+}
+
+void* allocator::allocate_from_pool(std::uint64_t pool, std::size_t size_bytes, stream_id stream) {
+  return allocate_in(pools_.cache_of(pool), size_bytes, stream);
+}
+
+void* allocator::allocate_in(device_cache& cache, std::size_t size_bytes, stream_id stream) {
+  try {
+    return cache.allocate(size_bytes, stream);
+  } catch (const out_of_memory_error&) {
+    std::size_t released = 0;
+    for_each_cache(cache.device(), [&](device_cache& other) {
+      if (&other != &cache) released += other.release_cache(0);
+    });
+    if (released == 0) throw;
+  }
+  return cache.allocate(size_bytes, stream);
+}
+
+device_stats allocator::device_stats_of(int device_index, bool with_layout) {
+  device_stats total;
+  bool first = true;
+  for_each_cache(device_index, [&](device_cache& cache) {
+    if (first) total = cache.stats(with_layout);
+    else accumulate(total, cache.stats(with_layout));
+    first = false;
+  });
+  return total;
+}
+
+memory_snapshot allocator::snapshot(int device_index) {
+  memory_snapshot combined;
+  bool first = true;
+  for_each_cache(device_index, [&](device_cache& cache) {
+    memory_snapshot one = cache.snapshot();
+    if (first) combined = std::move(one);
+    else
+      for (snapshot_segment& segment : one.segments) combined.segments.push_back(std::move(segment));
+    first = false;
+  });
+  std::sort(combined.segments.begin(), combined.segments.end(),
+            [](const snapshot_segment& a, const snapshot_segment& b) { return a.address < b.address; });
+  return combined;
 }
 
 void allocator::throw_invalid_pointer(void* pointer, const char* operation) {
@@ -58,8 +110,7 @@ void allocator::deallocate(void* pointer) {
   if (pointer == nullptr) return;
   std::optional<live_block> block = live_blocks_.take(reinterpret_cast<std::uintptr_t>(pointer));
   if (!block) throw_invalid_pointer(pointer, "free");
-  device_cache* cache = devices_[block->device].load(std::memory_order_acquire);
-  cache->free_block(reinterpret_cast<std::uintptr_t>(pointer), std::move(*block));
+  block->cache->free_block(reinterpret_cast<std::uintptr_t>(pointer), std::move(*block));
 }
 
 void allocator::record_stream(void* pointer, stream_id stream) {

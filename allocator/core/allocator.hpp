@@ -1,5 +1,5 @@
 // The allocator object: one backend, one live-block map, one device_cache per device
-// (created on first use). The public C++ and C APIs are thin wrappers over one global
+// (created on first use), and the private pools (Note [Private pools]). The public C++ and C APIs are thin wrappers over one global
 // instance; tests may build their own instances (with a fake backend, or other settings).
 // Invariant: a device's cache, once created, lives as long as the allocator.
 #pragma once
@@ -13,6 +13,7 @@
 #include "backend/backend.hpp"
 #include "core/device_cache.hpp"
 #include "core/live_block_map.hpp"
+#include "core/private_pools.hpp"
 #include "fragless/options.hpp"
 
 namespace fragless::core {
@@ -32,14 +33,33 @@ class allocator {
   void deallocate(void* pointer);
   void record_stream(void* pointer, stream_id stream);
 
+  // Note [Private pools]. @throws as allocate (create_pool: invalid_argument_error, device_error)
+  std::uint64_t create_pool(int device);
+  void* allocate_from_pool(std::uint64_t pool, std::size_t size_bytes, stream_id stream);
+  void release_pool(std::uint64_t pool) noexcept { pools_.release(pool); }
+  device_cache& pool_cache(std::uint64_t pool) { return pools_.cache_of(pool); }
+
   // The device's cache, created on first use. @throws invalid_argument_error, device_error
   device_cache& device(int device);
+  // The device's cache and its private pools' caches: f(device_cache&) for each.
+  template <typename F>
+  void for_each_cache(int device_index, F&& f) {
+    f(device(device_index));
+    if (!pools_.empty()) pools_.for_each(device_index, f);
+  }
+  // The device's stats summed over its caches (Note [Summed stats]), and its snapshot: every
+  // cache's segments, by address. @throws as device()
+  device_stats device_stats_of(int device, bool with_layout);
+  memory_snapshot snapshot(int device);
   // Caches created so far (for device == -1 control calls).
   std::vector<device_cache*> created_devices();
   backend::backend& device_backend() noexcept { return *backend_; }
 
  private:
   [[noreturn]] void throw_invalid_pointer(void* pointer, const char* operation);
+  // Allocates from `cache`; out of memory there, releases the cached memory of the
+  // device's other caches and retries once (Note [Private pools]).
+  void* allocate_in(device_cache& cache, std::size_t size_bytes, stream_id stream);
 
   std::unique_ptr<backend::backend> backend_;
   const cache_settings settings_;
@@ -48,6 +68,7 @@ class allocator {
   std::array<std::atomic<device_cache*>, kMaxDevices> devices_{};
   std::vector<std::unique_ptr<device_cache>> owned_;
   int device_count_ = -1;
+  private_pools pools_;
 };
 
 // The process-wide allocator (real CUDA backend, settings from FRAGLESS_CONF). Created on

@@ -212,9 +212,9 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     sample_peaks_locked(sums);
   }
   try {
-    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, owner, &shard, slot, {}});
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, {}});
   } catch (...) {
-    free_block(address, live_block{size_bytes, request_bytes, stream, device_, owner, &shard, slot, {}});
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, {}});
     throw;
   }
   return reinterpret_cast<void*>(address);
@@ -238,9 +238,9 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) 
     sample_peaks_locked(sums);
   }
   try {
-    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, nullptr, 0, {}});
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, {}});
   } catch (...) {
-    free_block(address, live_block{size_bytes, request_bytes, stream, device_, nullptr, nullptr, 0, {}});
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, {}});
     throw;
   }
   return reinterpret_cast<void*>(address);

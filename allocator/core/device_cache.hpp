@@ -128,6 +128,12 @@ class device_cache {
   void reset_accumulated_stats();
   memory_snapshot snapshot();
   std::uint64_t capacity_bytes() const noexcept { return capacity_bytes_; }
+  // Note [Private pools]: the pool this cache serves (0: the device's own cache). Tags the
+  // snapshot's segments; set when a pool takes the cache over.
+  void set_private_pool(std::uint64_t pool) noexcept { private_pool_.store(pool, std::memory_order_relaxed); }
+  std::uint64_t private_pool() const noexcept { return private_pool_.load(std::memory_order_relaxed); }
+  // Blocks handed out or pending free, over both pools (running counters, no snapshot).
+  std::int64_t active_blocks();
 
  private:
   // Note [Exact start]: true while this request should be placed exactly.
@@ -187,6 +193,7 @@ class device_cache {
   std::uint64_t capacity_bytes_ = 0;
 
   std::atomic<std::int64_t> exact_start_remaining_;
+  std::atomic<std::uint64_t> private_pool_{0};
   std::mutex device_mutex_;
   event_pool events_;
   large_pool large_;

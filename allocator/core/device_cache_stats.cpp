@@ -47,6 +47,12 @@ void device_cache::sample_peaks_locked(const small_sums& sums) noexcept {
   }
 }
 
+std::int64_t device_cache::active_blocks() {
+  const small_sums sums = sum_small_stats();
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  return sums.values[1].current + stats_.active[pool_large].current;  // values[1]: active
+}
+
 void device_cache::reset_peak_stats() {
   const small_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
@@ -130,12 +136,13 @@ memory_snapshot device_cache::snapshot() {
   memory_snapshot snap;
   snap.device_count = device_ + 1;
   snap.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : static_cast<std::int64_t>(settings_.max_split_bytes);
+  const std::uint64_t private_pool = private_pool_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(device_mutex_);
   // Live and pending blocks, and slabs, by address.
   std::map<std::uintptr_t, snapshot_block> large_blocks;
   std::map<const slab*, std::vector<snapshot_block>> slab_objects;
   live_blocks_.for_each([&](std::uintptr_t address, const live_block& block) {
-    if (block.device != device_) return;
+    if (block.cache != this) return;  // another device, or a private pool's cache
     const snapshot_block info{address, block.size_bytes, block.requested_bytes, block_state::allocated};
     if (block.owner != nullptr) slab_objects[block.owner].push_back(info);
     else large_blocks.emplace(address, info);
@@ -204,6 +211,7 @@ memory_snapshot device_cache::snapshot() {
         inside.push_back(at->second);
       snapshot_segment segment;
       segment.device = device_;
+      segment.private_pool = private_pool;
       segment.address = piece_start;
       segment.size_bytes = piece_end - piece_start;
       segment.pool = pool_large;
@@ -220,6 +228,7 @@ memory_snapshot device_cache::snapshot() {
   for (auto& [address, view] : slabs) {
     snapshot_segment segment;
     segment.device = device_;
+    segment.private_pool = private_pool;
     segment.address = address;
     segment.size_bytes = view.bytes;
     segment.stream = stream_number(view.stream);

@@ -20,12 +20,14 @@ namespace fragless::core {
 
 struct slab;
 class stream_shard;
+class device_cache;
 
 struct live_block {
   std::size_t size_bytes = 0;       // what the block occupies (class size or 512 B-rounded)
   std::size_t requested_bytes = 0;  // what the caller asked for
   stream_id stream = nullptr;       // allocation stream
   int device = 0;
+  device_cache* cache = nullptr;    // the cache that placed it (the device's, or a private pool's)
   slab* owner = nullptr;            // small pool: its slab; large pool: nullptr
   stream_shard* shard = nullptr;    // small pool: the shard that owns the slab
   std::uint32_t slot = 0;

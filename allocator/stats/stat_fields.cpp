@@ -85,6 +85,25 @@ void device_stats::reset_accumulated() noexcept {
 #include "fragless/stats_fields.def"
 }
 
+// Note [Summed stats]: a device's figures over several caches (its own and its private
+// pools'). Counts, bytes and counters add; gauges are settings or maxima, so they take the
+// larger value. A summed peak is the sum of each cache's peak: an upper bound of the
+// device's true peak (the caches need not have peaked at the same moment).
+void accumulate(device_stats& total, const device_stats& part) noexcept {
+  const auto add = [](stat& to, const stat& from) {
+    to.current += from.current;
+    to.peak += from.peak;
+    to.allocated += from.allocated;
+    to.freed += from.freed;
+  };
+#define FRAGLESS_STAT_GROUP(name, unit, description) \
+  for (std::size_t pool = 0; pool < total.name.size(); ++pool) add(total.name[pool], part.name[pool]);
+#define FRAGLESS_STAT_SINGLE(name, unit, description) add(total.name, part.name);
+#define FRAGLESS_STAT_COUNTER(name, unit, description) total.name += part.name;
+#define FRAGLESS_STAT_GAUGE(name, unit, description) total.name = std::max(total.name, part.name);
+#include "fragless/stats_fields.def"
+}
+
 double stat_unused_reserved_bytes(const device_stats& stats) noexcept {
   // In double: arbitrary (e.g. corrupt or test) values must not overflow int64.
   return static_cast<double>(stats.reserved_bytes[pool_all].current) -

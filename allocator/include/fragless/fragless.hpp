@@ -63,8 +63,26 @@ FRAGLESS_API void deallocate(void* pointer);
 // The block will also be used on `stream`. @throws invalid_pointer_error, invalid_argument_error
 FRAGLESS_API void record_stream(void* pointer, stream_t stream);
 
+// ---- private pools ----
+// A pool is a cache of its own on one device: blocks allocated from it are never reused
+// by allocations outside it (CUDA graph capture, torch.cuda.MemPool). Blocks free with
+// deallocate() like any other. Stats, snapshot, empty_cache, trim and compact of a device
+// cover its pools (Note [Private pools] in core/private_pools.hpp).
+using pool_id = std::uint64_t;  // never 0
+// @throws invalid_argument_error (no such device), device_error
+FRAGLESS_API pool_id create_pool(int device);
+// @throws out_of_memory_error, invalid_argument_error (unknown or released pool), device_error
+FRAGLESS_API void* allocate_from_pool(pool_id pool, std::size_t size_bytes, stream_t stream);
+// Ends the pool: no more allocations from it; its blocks still free as usual, and once none
+// is in use its cache serves a later pool of the device. Unknown ids are ignored.
+FRAGLESS_API void release_pool(pool_id pool) noexcept;
+// Returns the pool's unused cached bytes to CUDA (like empty_cache, for one pool).
+// @throws invalid_argument_error (unknown or released pool)
+FRAGLESS_API std::size_t empty_pool_cache(pool_id pool);
+
 // ---- control ----
-// Returns every unused cached byte of the device to CUDA (synchronizes the device once).
+// Returns every unused cached byte of the device (and of its private pools) to CUDA
+// (synchronizes the device once per cache).
 FRAGLESS_API std::size_t empty_cache(int device = -1);  // -1: every device initialised so far
 // Like empty_cache but keeps up to `bytes_to_keep` cached bytes.
 FRAGLESS_API std::size_t trim(std::size_t bytes_to_keep, int device = -1);
@@ -80,6 +98,8 @@ FRAGLESS_API compact_result compact(int device = -1);  // -1: every device initi
 FRAGLESS_API void set_memory_fraction(double fraction, int device);
 FRAGLESS_API void reset_peak_stats(int device);
 FRAGLESS_API void reset_accumulated_stats(int device);
+// The device's stats, summed over its own cache and its private pools' (Note [Summed
+// stats] in stats.hpp: with pools, peaks are an upper bound).
 FRAGLESS_API device_stats get_device_stats(int device);
 // The running counters only, without the layout figures that need a snapshot walk
 // (segment counts, inactive splits, largest free block are left as last computed): cheap

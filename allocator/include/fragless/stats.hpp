@@ -78,6 +78,9 @@ struct device_stats {
   friend bool operator==(const device_stats&, const device_stats&) = default;
 };
 
+// Adds `part` (another cache of the same device) into `total` (Note [Summed stats]).
+void accumulate(device_stats& total, const device_stats& part) noexcept;
+
 // The derived figures named in stats_fields.def.
 double stat_unused_reserved_bytes(const device_stats& stats) noexcept;
 double stat_fragmentation(const device_stats& stats) noexcept;

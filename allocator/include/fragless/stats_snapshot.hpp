@@ -41,6 +41,7 @@ struct snapshot_segment {
   pool_kind pool = pool_large;  // pool_small or pool_large
   bool is_expandable = false;   // a range whose pages are mapped and unmapped (vmm backend)
   std::vector<snapshot_block> blocks;
+  std::uint64_t private_pool = 0;  // the private pool holding it (fragless::pool_id); 0: the device's cache
   friend bool operator==(const snapshot_segment&, const snapshot_segment&) = default;
 };
 
