@@ -63,9 +63,7 @@ compact_result compact(int device) {
   return total;
 }
 
-void set_memory_fraction(double fraction, int device) {
-  global().for_each_cache(device, [&](core::device_cache& cache) { cache.set_memory_fraction(fraction); });
-}
+void set_memory_fraction(double fraction, int device) { global().set_memory_fraction(device, fraction); }
 void reset_peak_stats(int device) {
   global().for_each_cache(device, [](core::device_cache& cache) { cache.reset_peak_stats(); });
 }

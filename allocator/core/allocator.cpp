@@ -47,7 +47,17 @@ void* allocator::allocate(std::size_t size_bytes, int device_index, stream_id st
 
 std::uint64_t allocator::create_pool(int device_index) {
   device(device_index);  // checks the index; pools are created after their device's cache
-  return pools_.create(device_index);
+  const std::uint64_t pool = pools_.create(device_index);
+  // A recycled cache may carry an older cap: every pool gets the device's current one.
+  const double fraction = memory_fractions_[static_cast<std::size_t>(device_index)].load();
+  pools_.cache_of(pool).set_memory_fraction(fraction > 0.0 ? fraction : 1.0);
+  return pool;
+}
+
+void allocator::set_memory_fraction(int device_index, double fraction) {
+  device(device_index).set_memory_fraction(fraction);  // checks both arguments first
+  memory_fractions_[static_cast<std::size_t>(device_index)].store(fraction);
+  for_each_cache(device_index, [&](device_cache& cache) { cache.set_memory_fraction(fraction); });
 }
 
 void* allocator::allocate_from_pool(std::uint64_t pool, std::size_t size_bytes, stream_id stream) {

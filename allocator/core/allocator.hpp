@@ -47,6 +47,9 @@ class allocator {
     f(device(device_index));
     if (!pools_.empty()) pools_.for_each(device_index, f);
   }
+  // Caps every cache of the device, and the pools created later, at fraction x capacity.
+  // @throws invalid_argument_error
+  void set_memory_fraction(int device, double fraction);
   // The device's stats summed over its caches (Note [Summed stats]), and its snapshot: every
   // cache's segments, by address. @throws as device()
   device_stats device_stats_of(int device, bool with_layout);
@@ -69,6 +72,7 @@ class allocator {
   std::vector<std::unique_ptr<device_cache>> owned_;
   int device_count_ = -1;
   private_pools pools_;
+  std::array<std::atomic<double>, kMaxDevices> memory_fractions_{};  // 0: never set
 };
 
 // The process-wide allocator (real CUDA backend, settings from FRAGLESS_CONF). Created on

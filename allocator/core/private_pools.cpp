@@ -53,11 +53,18 @@ device_cache& private_pools::cache_of(std::uint64_t pool) {
 }
 
 void private_pools::release(std::uint64_t pool) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto found = live_.find(pool);
-  if (found == live_.end()) return;
-  found->second->pool = 0;
-  live_.erase(found);
+  device_cache* cache = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = live_.find(pool);
+    if (found == live_.end()) return;
+    found->second->pool = 0;
+    cache = found->second->cache.get();
+    live_.erase(found);
+  }
+  // Its cached memory goes back now (blocks still live free into the cache later, and stay
+  // cached until empty_cache, memory pressure or the next pool takes the cache).
+  cache->release_cache(0);
 }
 
 }  // namespace fragless::core

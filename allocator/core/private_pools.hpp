@@ -20,7 +20,11 @@
 //    once (allocator::allocate_in).
 //  - Stats of a device are the sum over its caches (Note [Summed stats]); the snapshot
 //    concatenates them, each segment tagged with its pool.
-//  - A memory fraction / max_cached_bytes caps each cache, not their sum.
+//  - A memory fraction (set_memory_fraction, also applied to pools created later) and
+//    max_cached_bytes cap each cache, not their sum.
+//  - An out-of-memory in one cache releases the others' unused memory and retries, so a
+//    pool's free memory always ends up usable outside it (PyTorch's use_on_oom pools get
+//    the same effect by allocating from the pool's free blocks).
 #pragma once
 
 #include <cstdint>

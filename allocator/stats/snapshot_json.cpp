@@ -47,6 +47,7 @@ std::string to_json(const memory_snapshot& snapshot) {
     out.set("stream", integer(segment.stream));
     out.set("pool", json::value::make_string(segment.pool == pool_small ? "small" : "large"));
     out.set("expandable", json::value::make_bool(segment.is_expandable));
+    if (segment.private_pool != 0) out.set("private_pool", integer(segment.private_pool));
     json::value blocks = json::value::make_array();
     for (const snapshot_block& block : segment.blocks) {
       json::value b = json::value::make_object();
@@ -104,6 +105,8 @@ bool snapshot_from_json(std::string_view text, memory_snapshot& snapshot, std::s
       error = where + error;
       return false;
     }
+    if (in.find("private_pool") != nullptr && !read_unsigned(in, "private_pool", segment.private_pool, error))
+      return false;
     const json::value* pool = in.find("pool");
     if (pool == nullptr || pool->kind() != json::value::type::string ||
         (pool->as_string() != "small" && pool->as_string() != "large")) {

@@ -130,9 +130,9 @@ void write_segment(pickle_writer& w, const snapshot_segment& segment) {
   w.unsigned_integer(segment.stream);
   w.text("segment_type");
   w.text(segment.pool == pool_small ? "small" : "large");
-  w.text("segment_pool_id");
+  w.text("segment_pool_id");  // (0, fragless pool id); (0, 0): the device's own cache
   w.integer(0);
-  w.integer(0);
+  w.integer(static_cast<std::int64_t>(segment.private_pool));
   w.tuple2();
   w.text("is_expandable");
   w.boolean(segment.is_expandable);

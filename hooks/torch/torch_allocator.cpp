@@ -15,10 +15,11 @@
 namespace fragless::torch {
 namespace {
 
-constexpr const char* private_pool_error =
-    "fragless does not support private memory pools (CUDA graph capture, torch.cuda.MemPool): it keeps one "
-    "cache per device without pool tags, so blocks of a pool could be reused outside it. Capture CUDA graphs "
-    "with PyTorch's native allocator.";
+constexpr const char* checkpoint_error =
+    "fragless does not support checkpointing a private pool's state (getCheckpointState / "
+    "setCheckpointPoolState, used by torch.compile's CUDA graph trees): that needs the pool's block "
+    "layout restored exactly, which fragless's pools (page-mapped ranges) do not record. Use "
+    "torch.compile without mode=\"reduce-overhead\", or capture graphs with torch.cuda.graph.";
 constexpr const char* ipc_error =
     "fragless does not support CUDA IPC (tensor sharing between processes): its blocks live in ranges of "
     "mapped pages, not in whole cudaMalloc allocations that cudaIpcGetMemHandle can export. Share tensors "
@@ -44,7 +45,9 @@ int torch_allocator::device_count() const { return static_cast<int>(c10::cuda::d
 void* torch_allocator::allocate_block(std::size_t size_bytes, int device, cudaStream_t stream) {
   void* pointer = nullptr;
   try {
-    pointer = fragless::allocate(size_bytes, device, as_fragless(stream));
+    const std::uint64_t pool = pools_.route(device, stream);  // Note [Pool use counts]
+    pointer = pool == 0 ? fragless::allocate(size_bytes, device, as_fragless(stream))
+                        : fragless::allocate_from_pool(pool, size_bytes, as_fragless(stream));
   } catch (const fragless::out_of_memory_error& failure) {
     raise_out_of_memory(failure.what(), size_bytes, device, stream);
   } catch (const fragless::error& failure) {
@@ -158,8 +161,13 @@ void torch_allocator::init(int device_count_hint) {
 }
 
 void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
-  TORCH_CHECK(is_default_pool(mempool_id), private_pool_error);
-  fragless::empty_cache(-1);
+  if (is_default_pool(mempool_id)) {
+    fragless::empty_cache(-1);  // the devices' caches and their pools'
+    return;
+  }
+  // A live pool gives back its unused memory; a released one already did (releasePool).
+  for (int device = 0; device < device_count(); ++device)
+    if (const std::uint64_t pool = pools_.find(device, mempool_id)) fragless::empty_pool_cache(pool);
 }
 
 c10::CachingDeviceAllocator::DeviceStats torch_allocator::getDeviceStats(c10::DeviceIndex device) {
@@ -225,12 +233,22 @@ void* torch_allocator::getBaseAllocation(void* pointer, std::size_t* size_bytes)
 // ---- snapshot and history ----
 
 c10_allocator::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_id, bool include_traces) {
-  TORCH_CHECK(is_default_pool(mempool_id), private_pool_error);
   c10_allocator::SnapshotInfo info{};
   const int devices = device_count();
   for (int device = 0; device < devices; ++device) {
-    const memory_snapshot snap = fragless::snapshot(device);
+    memory_snapshot snap = fragless::snapshot(device);
+    // The default id means every segment (PyTorch's rule); a pool id, that pool's only.
+    std::vector<c10::MempoolId_t> owners;
+    std::vector<snapshot_segment> kept;
+    for (snapshot_segment& segment : snap.segments) {
+      const c10::MempoolId_t owner = pools_.mempool_of(segment.private_pool);
+      if (!is_default_pool(mempool_id) && owner != mempool_id) continue;
+      owners.push_back(owner);
+      kept.push_back(std::move(segment));
+    }
+    snap.segments = std::move(kept);
     auto segments = to_c10_segments(snap);
+    for (std::size_t i = 0; i < segments.size(); ++i) segments[i].owner_private_pool_id = owners[i];
     info.segments.insert(info.segments.end(), std::make_move_iterator(segments.begin()),
                          std::make_move_iterator(segments.end()));
     if (device == 0) {
@@ -279,32 +297,62 @@ void torch_allocator::attachAllocatorTraceTracker(c10::CachingDeviceAllocator::A
   history_.add_tracker(std::move(tracker));
 }
 
-// ---- private pools, IPC, checkpoints: Note [Private pools], Note [IPC] ----
+// ---- private pools (Note [Pool use counts]), IPC, checkpoints ----
 
-void torch_allocator::beginAllocateToPool(c10::DeviceIndex, c10::MempoolId_t, std::function<bool(cudaStream_t)>) {
-  TORCH_CHECK(false, private_pool_error);
+void torch_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                          std::function<bool(cudaStream_t)> filter) {
+  pools_.begin(device, mempool_id, std::move(filter));
 }
 
-void torch_allocator::endAllocateToPool(c10::DeviceIndex, c10::MempoolId_t) { TORCH_CHECK(false, private_pool_error); }
-
-void torch_allocator::releasePool(c10::DeviceIndex, c10::MempoolId_t) {
-  // Nothing was ever allocated to a private pool (beginAllocateToPool refuses).
+void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  pools_.end(device, mempool_id);
 }
 
-int torch_allocator::getPoolUseCount(c10::DeviceIndex, c10::MempoolId_t) {
-  return 0;  // no private pool ever exists
+void torch_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  pools_.release(device, mempool_id);
 }
 
-void torch_allocator::createOrIncrefPool(c10::DeviceIndex, c10::MempoolId_t, std::shared_ptr<CUDAAllocator>) {
-  TORCH_CHECK(false, private_pool_error);
+int torch_allocator::getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  return pools_.use_count(device, mempool_id);
 }
 
-void torch_allocator::setUseOnOOM(c10::DeviceIndex, c10::MempoolId_t, bool) { TORCH_CHECK(false, private_pool_error); }
+void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                         std::shared_ptr<CUDAAllocator> allocator) {
+  TORCH_CHECK(allocator == nullptr,
+              "fragless: a memory pool with an allocator of its own (such as ncclMemAlloc through "
+              "CUDAPluggableAllocator) is not supported: fragless pools take their memory from fragless's "
+              "device pages. Create the MemPool without an allocator.");
+  pools_.create_or_incref(device, mempool_id);
+}
 
-void torch_allocator::setNoSplit(c10::DeviceIndex, c10::MempoolId_t) { TORCH_CHECK(false, private_pool_error); }
+void torch_allocator::setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) {
+  // Accepted for every pool, and always in effect: an out-of-memory anywhere releases every
+  // pool's unused memory before it is reported (Note [Private pools]).
+  pools_.set_use_on_oom(device, mempool_id, use_on_oom);
+}
 
-bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex, c10::MempoolId_t, const std::unordered_set<void*>&) {
-  TORCH_CHECK(false, private_pool_error);
+void torch_allocator::setNoSplit(c10::DeviceIndex, c10::MempoolId_t) {
+  TORCH_CHECK(false, "fragless: no_split memory pools are not supported: fragless places blocks inside shared "
+              "page-mapped ranges, so a block cannot be guaranteed a segment of its own (what NCCL buffer "
+              "registration wants). Create the MemPool with no_split=False.");
+}
+
+bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                               const std::unordered_set<void*>& expected_live_allocations) {
+  const std::uint64_t pool = pools_.find(device, mempool_id);
+  TORCH_CHECK(pool != 0, "fragless: checkPoolLiveAllocations: no live memory pool (", mempool_id.first, ", ",
+              mempool_id.second, ") on device ", static_cast<int>(device));
+  std::size_t live = 0;
+  for (const snapshot_segment& segment : fragless::snapshot(device).segments) {
+    if (segment.private_pool != pool) continue;
+    for (const snapshot_block& block : segment.blocks) {
+      if (block.state != block_state::allocated) continue;
+      if (expected_live_allocations.count(reinterpret_cast<void*>(static_cast<std::uintptr_t>(block.address))) == 0)
+        return false;
+      ++live;
+    }
+  }
+  return live == expected_live_allocations.size();
 }
 
 c10_allocator::ShareableHandle torch_allocator::shareIpcHandle(void*) { TORCH_CHECK(false, ipc_error); }
@@ -313,12 +361,12 @@ std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string) { TORCH_CHECK(f
 
 std::shared_ptr<c10_allocator::AllocatorState> torch_allocator::getCheckpointState(c10::DeviceIndex,
                                                                                     c10::MempoolId_t) {
-  TORCH_CHECK(false, private_pool_error);
+  TORCH_CHECK(false, checkpoint_error);
 }
 
 c10_allocator::CheckpointDelta torch_allocator::setCheckpointPoolState(c10::DeviceIndex,
                                                                        std::shared_ptr<c10_allocator::AllocatorState>) {
-  TORCH_CHECK(false, private_pool_error);
+  TORCH_CHECK(false, checkpoint_error);
 }
 
 // ---- peers ----

@@ -4,11 +4,17 @@
 // Invariant: every pointer this adapter hands out came from fragless::allocate and goes back
 // through fragless::deallocate (DataPtr deleter or raw_delete), exactly once.
 //
-// Note [Private pools]
-// CUDA graph capture and torch.cuda.MemPool route allocations into private pools whose blocks
-// must never be reused outside the pool. fragless keeps one cache per device with no pool
-// tags, so it cannot honour that: beginAllocateToPool and the checkpoint calls fail with a
-// clear error (capture graphs with the native allocator); releasePool has nothing to release.
+// Note [Private pools in PyTorch]
+// torch.cuda.MemPool / use_mem_pool and CUDA graph capture route allocations to private
+// pools (beginAllocateToPool with a stream filter). Each (device, MempoolId_t) is one
+// fragless pool (Note [Private pools] in the core): its blocks are never reused outside
+// it. pool_router keeps PyTorch's use counts and LIFO routing (Note [Pool use counts]);
+// snapshots tag segments with owner_private_pool_id and filter by pool id; every pool
+// acts as use_on_oom (an out-of-memory releases all pools' unused memory before it is
+// reported). Not supported, each saying
+// why: pools with an allocator of their own, no_split pools, checkpoint state (CUDA graph
+// trees). Graph capture itself cannot run on simcuda (no stream capture emulation), so
+// the routing is tested through MemPool and explicit filters.
 //
 // Note [IPC]
 // cudaIpcGetMemHandle only works on whole cudaMalloc allocations; fragless's vmm backend maps
@@ -22,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "pool_router.hpp"
 #include "trace_history.hpp"
 
 namespace fragless::torch {
@@ -102,6 +109,7 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   int device_count() const;
 
   trace_history history_;
+  pool_router pools_;
   std::mutex settings_mutex_;  // guards the fields below
   std::vector<double> memory_fractions_;
   std::vector<c10_allocator::OutOfMemoryObserver> oom_observers_;

@@ -32,7 +32,7 @@ memory_snapshot hand_built() {
                          {b + 4 * MiB, 10 * MiB, 9 * MiB, block_state::allocated},
                          {b + 14 * MiB, 6 * MiB, 0, block_state::free}}});
   const std::uint64_t c = 0x7f0020000000;
-  s.segments.push_back({0, c, 64 * MiB, 0, pool_large, true, {{c, 64 * MiB, 0, block_state::free}}});
+  s.segments.push_back({0, c, 64 * MiB, 0, pool_large, true, {{c, 64 * MiB, 0, block_state::free}}, 3});  // pool 3
   const std::uint64_t d = 0x7f1000000000;
   s.segments.push_back({1, d, 8 * MiB, 0, pool_large, false, {{d, 8 * MiB, 8 * MiB, block_state::allocated}}});
   return s;

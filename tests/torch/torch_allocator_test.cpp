@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -322,13 +323,87 @@ TEST_CASE("torch allocator: unsupported features fail with an explanation") {
     }
     return "";
   };
-  CHECK_THAT(message_of([] { allocator::get()->beginAllocateToPool(0, {1, 0}, [](cudaStream_t) { return true; }); }),
-             Catch::Contains("private memory pools"));
   CHECK_THAT(message_of([] { allocator::get()->shareIpcHandle(nullptr); }), Catch::Contains("CUDA IPC"));
   CHECK_THAT(message_of([] { allocator::get()->getIpcDevPtr("x"); }), Catch::Contains("CUDA IPC"));
   CHECK_THAT(message_of([] { allocator::get()->enable(false); }), Catch::Contains("cannot be disabled"));
-  CHECK_NOTHROW(allocator::get()->releasePool(0, {1, 0}));
+  CHECK_THAT(message_of([] { allocator::get()->setNoSplit(0, {0, 77}); }), Catch::Contains("no_split"));
+  CHECK_THAT(message_of([] { allocator::get()->getCheckpointState(0, {0, 77}); }), Catch::Contains("checkpoint"));
+  CHECK_THAT(message_of([] { allocator::get()->endAllocateToPool(0, {0, 77}); }), Catch::Contains("not routing"));
+  CHECK_THAT(message_of([] { allocator::get()->releasePool(0, {0, 77}); }), Catch::Contains("no memory pool"));
   CHECK(allocator::get()->isEnabled());
+}
+
+TEST_CASE("torch allocator: private pools route by filter, keep their memory, count uses like PyTorch") {
+  require_installed();
+  const c10::MempoolId_t id{0, 4242};
+  auto* adapter = allocator::get();
+  adapter->createOrIncrefPool(0, id, nullptr);
+  CHECK(adapter->getPoolUseCount(0, id) == 1);
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  // Route only the side stream's allocations (as graph capture does with its capture id).
+  const cudaStream_t routed = side.stream();
+  adapter->beginAllocateToPool(0, id, [routed](cudaStream_t stream) { return stream == routed; });
+  CHECK(adapter->getPoolUseCount(0, id) == 2);
+  void* in_pool = adapter->raw_alloc_with_stream(3 << 20, routed);
+  void* outside = adapter->raw_alloc_with_stream(3 << 20, nullptr);
+  adapter->endAllocateToPool(0, id);
+  CHECK(adapter->getPoolUseCount(0, id) == 2);  // end only stops routing
+  void* after_end = adapter->raw_alloc_with_stream(1 << 20, routed);
+  auto owner_of = [&](void* pointer, c10::MempoolId_t snapshot_id) {
+    const auto address = reinterpret_cast<std::size_t>(pointer);
+    for (const auto& segment : adapter->snapshot(snapshot_id, false).segments)
+      if (address >= segment.address && address < segment.address + segment.total_size)
+        return std::optional<c10::MempoolId_t>(segment.owner_private_pool_id);
+    return std::optional<c10::MempoolId_t>();
+  };
+  CHECK(owner_of(in_pool, {0, 0}) == std::optional<c10::MempoolId_t>(id));
+  CHECK(owner_of(outside, {0, 0}) == std::optional<c10::MempoolId_t>(c10::MempoolId_t{0, 0}));
+  CHECK(owner_of(after_end, {0, 0}) == std::optional<c10::MempoolId_t>(c10::MempoolId_t{0, 0}));
+  // A pool's snapshot has only its segments.
+  CHECK(owner_of(in_pool, id).has_value());
+  CHECK_FALSE(owner_of(outside, id).has_value());
+  CHECK(adapter->checkPoolLiveAllocations(0, id, {in_pool}));
+  CHECK_FALSE(adapter->checkPoolLiveAllocations(0, id, {}));
+  CHECK_FALSE(adapter->checkPoolLiveAllocations(0, id, {in_pool, outside}));
+  // Device stats count the pool's memory too.
+  const auto stats = adapter->getDeviceStats(0);
+  CHECK(stats.allocated_bytes[0].current == fragless::get_device_stats(0).allocated_bytes[fragless::pool_all].current);
+  // Freed pool memory is not reused outside the pool.
+  adapter->raw_delete(in_pool);
+  void* reuse_attempt = adapter->raw_alloc_with_stream(3 << 20, routed);
+  CHECK(owner_of(reuse_attempt, {0, 0}) == std::optional<c10::MempoolId_t>(c10::MempoolId_t{0, 0}));
+  adapter->raw_delete(reuse_attempt);
+  adapter->releasePool(0, id);
+  CHECK(adapter->getPoolUseCount(0, id) == 1);
+  adapter->releasePool(0, id);
+  CHECK(adapter->getPoolUseCount(0, id) == 0);
+  adapter->raw_delete(outside);
+  adapter->raw_delete(after_end);
+  CHECK_THROWS_AS(adapter->createOrIncrefPool(0, {0, 4343}, std::shared_ptr<allocator::CUDAAllocator>(
+                                                                 adapter, [](allocator::CUDAAllocator*) {})),
+                  c10::Error);
+}
+
+TEST_CASE("torch allocator: a pool's unused memory is usable outside it once memory runs out") {
+  require_installed();
+  auto* adapter = allocator::get();
+  const c10::MempoolId_t id{0, 4444};
+  adapter->createOrIncrefPool(0, id, nullptr);
+  adapter->setUseOnOOM(0, id, true);
+  const std::uint64_t capacity = simcuda_capacity(0);
+  REQUIRE(simcuda_set_capacity(0, std::uint64_t{1} << 30) == 0);  // 1 GiB from now on
+  adapter->beginAllocateToPool(0, id, [](cudaStream_t) { return true; });
+  void* in_pool = adapter->raw_alloc_with_stream(700u << 20, nullptr);
+  adapter->endAllocateToPool(0, id);
+  adapter->raw_delete(in_pool);  // cached by the pool
+  void* outside = adapter->raw_alloc_with_stream(700u << 20, nullptr);  // needs the pool's pages
+  CHECK(outside != nullptr);
+  CHECK(adapter->snapshot(id, false).segments.empty());  // the pool gave its memory back
+  adapter->raw_delete(outside);
+  adapter->releasePool(0, id);
+  adapter->releasePool(0, id);
+  adapter->emptyCache({0, 0});
+  REQUIRE(simcuda_set_capacity(0, capacity) == 0);
 }
 
 TEST_CASE("torch allocator: memory fraction round trip") {

@@ -73,8 +73,9 @@ using pool_id = std::uint64_t;  // never 0
 FRAGLESS_API pool_id create_pool(int device);
 // @throws out_of_memory_error, invalid_argument_error (unknown or released pool), device_error
 FRAGLESS_API void* allocate_from_pool(pool_id pool, std::size_t size_bytes, stream_t stream);
-// Ends the pool: no more allocations from it; its blocks still free as usual, and once none
-// is in use its cache serves a later pool of the device. Unknown ids are ignored.
+// Ends the pool: no more allocations from it, and its unused cached memory goes back to
+// CUDA (one device synchronization). Its live blocks still free as usual; once none is in
+// use, its cache serves a later pool of the device. Unknown ids are ignored.
 FRAGLESS_API void release_pool(pool_id pool) noexcept;
 // Returns the pool's unused cached bytes to CUDA (like empty_cache, for one pool).
 // @throws invalid_argument_error (unknown or released pool)

@@ -85,7 +85,7 @@ std::vector<std::string> compare_current(const device_stats& from_snapshot, cons
 //   "device_count": 1, "max_split_size": -1, "settings": "backend:vmm,...",
 //   "segments": [
 //     {"device": 0, "address": 139637976727552, "size": 2097152, "stream": 0,
-//      "pool": "small" | "large", "expandable": false,
+//      "pool": "small" | "large", "expandable": false, "private_pool": N (only when not 0),
 //      "blocks": [{"address": ..., "size": ..., "requested_size": ...,
 //                  "state": "allocated" | "pending_free" | "free"}, ...]}, ...]
 // }
@@ -99,7 +99,7 @@ bool snapshot_from_json(std::string_view json, memory_snapshot& snapshot, std::s
 // A pickle (protocol 2, only dicts, lists, tuples, ints, strings, bools, None) shaped like
 // torch.cuda.memory._snapshot(): {"segments": [{"device", "address", "total_size",
 // "allocated_size", "active_size", "requested_size", "stream", "segment_type",
-// "segment_pool_id": (0, 0), "is_expandable", "frames": [], "blocks": [{"address", "size",
+// "segment_pool_id": (0, private pool id), "is_expandable", "frames": [], "blocks": [{"address", "size",
 // "requested_size", "state", "frames": []}]}], "device_traces": [[] per device],
 // "allocator_settings": {}}. PyTorch's memory_viz and pickle.load open it.
 std::string to_pytorch_pickle(const memory_snapshot& snapshot);

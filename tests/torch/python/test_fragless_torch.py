@@ -180,11 +180,46 @@ def test_profiler_sees_fragless_allocations():
     assert ("[memory]", -(4 << 20)) in usage
 
 
-def test_graph_pools_refused_with_reason():
-    with pytest.raises(RuntimeError, match="private memory pools"):
-        pool = torch.cuda.MemPool()
-        with torch.cuda.use_mem_pool(pool):
-            torch.empty(10, device="cuda")
+def test_mem_pool_keeps_its_memory():
+    pool = torch.cuda.MemPool()
+    assert pool.use_count() == 1
+    outside = torch.empty(1 << 20, device="cuda")
+    with torch.cuda.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        inside = torch.empty(1 << 20, device="cuda")
+        small_inside = torch.empty(100, device="cuda")
+    assert pool.use_count() == 1
+
+    def owner(tensor):
+        address = tensor.data_ptr()
+        for segment in torch.cuda.memory_snapshot():
+            if segment["address"] <= address < segment["address"] + segment["total_size"]:
+                return tuple(segment["segment_pool_id"])
+        return None
+
+    assert owner(inside) == pool.id
+    assert owner(small_inside) == pool.id
+    assert owner(outside) == (0, 0)
+    # The pool's own snapshot holds exactly its segments, with its blocks.
+    pool_segments = pool.snapshot(include_traces=False)
+    assert pool_segments and all(tuple(s["segment_pool_id"]) == pool.id for s in pool_segments)
+    sizes = sorted(b["requested_size"] for s in pool_segments for b in s["blocks"] if b["state"] == "active_allocated")
+    assert sizes == [400, 4 << 20]
+    # memory_allocated counts pool memory too.
+    assert torch.cuda.memory_allocated() == figures()["allocated_bytes.all.current"]
+    # Memory the pool frees is not handed out outside it.
+    inside_address = inside.data_ptr()
+    del inside
+    again = torch.empty(1 << 20, device="cuda")
+    assert owner(again) == (0, 0) and again.data_ptr() != inside_address
+    del small_inside, again, outside, pool  # the pool ends; its memory goes back
+    torch.cuda.empty_cache()
+    assert all(tuple(s["segment_pool_id"]) == (0, 0) for s in torch.cuda.memory_snapshot())
+
+
+def test_unsupported_pool_kinds_refused_with_reason():
+    with pytest.raises(RuntimeError, match="no_split"):
+        torch.cuda.MemPool(no_split=True)
 
 
 def test_accelerator_api_reads_fragless():
