@@ -27,6 +27,10 @@ void deallocate(void* pointer) { global().deallocate(pointer); }
 
 void record_stream(void* pointer, stream_t stream) { global().record_stream(pointer, stream); }
 
+std::string export_block(void* pointer) { return global().export_block(pointer); }
+void* import_block(const std::string& handle) { return global().import_block(handle); }
+void close_imported_block(void* pointer) noexcept { global().close_imported_block(pointer); }
+
 pool_id create_pool(int device) { return global().create_pool(device); }
 
 void* allocate_from_pool(pool_id pool, std::size_t size_bytes, stream_t stream) {

@@ -5,6 +5,7 @@
 // Every method is noexcept and reports failure through `status` (see Note [Backend status]).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,6 +22,7 @@ enum class status : std::uint8_t { ok, out_of_memory, not_ready, error };
 using stream_handle = void*;    // a cudaStream_t; nullptr is the legacy default stream
 using event_handle = void*;     // a cudaEvent_t
 using physical_handle = std::uint64_t;  // a CUmemGenericAllocationHandle
+using ipc_segment_handle = std::array<unsigned char, 64>;  // a cudaIpcMemHandle_t
 
 struct memory_info {
   std::uint64_t free_bytes = 0;
@@ -63,6 +65,34 @@ class backend {
   // ok when complete, not_ready while pending.
   virtual status query_event(int device, event_handle event) noexcept = 0;
   virtual status stream_wait_event(int device, stream_handle stream, event_handle event) noexcept = 0;
+
+  // ---- sharing memory with other processes (Note [IPC sharing] in core/ipc_sharing.hpp) ----
+  // Backends that cannot share keep these defaults, which fail.
+  // A POSIX file descriptor for a physical allocation (vmm); the caller closes it.
+  virtual status export_physical(int device, physical_handle handle, int* file_descriptor) noexcept {
+    (void)device, (void)handle, (void)file_descriptor;
+    return status::error;
+  }
+  // The physical allocation behind a descriptor some process exported (the caller keeps and
+  // closes the descriptor, and releases the handle).
+  virtual status import_physical(int device, int file_descriptor, physical_handle* handle) noexcept {
+    (void)device, (void)file_descriptor, (void)handle;
+    return status::error;
+  }
+  // cudaMalloc segments: CUDA's IPC handle of the segment starting at `base`; opening one
+  // in this process, and closing it.
+  virtual status export_segment(int device, void* base, ipc_segment_handle* handle) noexcept {
+    (void)device, (void)base, (void)handle;
+    return status::error;
+  }
+  virtual status open_segment(int device, const ipc_segment_handle& handle, void** base) noexcept {
+    (void)device, (void)handle, (void)base;
+    return status::error;
+  }
+  virtual status close_segment(int device, void* base) noexcept {
+    (void)device, (void)base;
+    return status::error;
+  }
 };
 
 // The real CUDA backend (cuda_backend.cpp). Never throws; returns nullptr only when the

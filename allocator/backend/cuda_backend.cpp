@@ -9,6 +9,8 @@
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -93,6 +95,9 @@ struct driver_table {
   PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
   PFN_cuDeviceGetAttribute_v2000 device_attribute = nullptr;
   bool complete = false;
+  // Optional (Note [IPC sharing]): sharing fails with a clear error without them.
+  PFN_cuMemExportToShareableHandle_v10020 export_handle = nullptr;
+  PFN_cuMemImportFromShareableHandle_v10020 import_handle = nullptr;
 };
 
 template <typename F>
@@ -206,6 +211,18 @@ class cuda_backend final : public backend {
   status create_physical(int device, std::size_t bytes, physical_handle* handle) noexcept override {
     CUmemAllocationProp prop = allocation_prop(device);
     CUmemGenericAllocationHandle created = 0;
+    // Exportable as a file descriptor (Note [IPC sharing]) where the driver allows it; a
+    // driver that refuses the handle type once gets plain allocations from then on.
+    if (exportable_.load(std::memory_order_relaxed)) {
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      const CUresult first = drivers().mem_create(&created, bytes, &prop, 0);
+      if (first != CUDA_ERROR_NOT_SUPPORTED && first != CUDA_ERROR_INVALID_VALUE) {
+        *handle = static_cast<physical_handle>(created);
+        return from_driver(first, "cuMemCreate");
+      }
+      exportable_.store(false, std::memory_order_relaxed);
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    }
     status result = from_driver(drivers().mem_create(&created, bytes, &prop, 0), "cuMemCreate");
     *handle = static_cast<physical_handle>(created);
     return result;
@@ -267,6 +284,51 @@ class cuda_backend final : public backend {
         "cudaStreamWaitEvent");
   }
 
+  status export_physical(int device, physical_handle handle, int* file_descriptor) noexcept override {
+    (void)device;
+    const driver_table& table = drivers();
+    if (table.export_handle == nullptr) return unsupported("cuMemExportToShareableHandle");
+    if (!exportable_.load(std::memory_order_relaxed))
+      return unsupported("exportable cuMemCreate allocations (the driver refused POSIX file descriptor handles)");
+    return from_driver(table.export_handle(file_descriptor, static_cast<CUmemGenericAllocationHandle>(handle),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                       "cuMemExportToShareableHandle");
+  }
+
+  status import_physical(int device, int file_descriptor, physical_handle* handle) noexcept override {
+    (void)device;
+    const driver_table& table = drivers();
+    if (table.import_handle == nullptr) return unsupported("cuMemImportFromShareableHandle");
+    CUmemGenericAllocationHandle imported = 0;
+    const status result = from_driver(
+        table.import_handle(&imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(file_descriptor)),
+                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        "cuMemImportFromShareableHandle");
+    *handle = static_cast<physical_handle>(imported);
+    return result;
+  }
+
+  status export_segment(int device, void* base, ipc_segment_handle* handle) noexcept override {
+    device_guard guard(device);
+    cudaIpcMemHandle_t exported{};
+    const status result = from_runtime(cudaIpcGetMemHandle(&exported, base), "cudaIpcGetMemHandle");
+    static_assert(sizeof exported == sizeof(ipc_segment_handle));
+    std::memcpy(handle->data(), &exported, sizeof exported);
+    return result;
+  }
+
+  status open_segment(int device, const ipc_segment_handle& handle, void** base) noexcept override {
+    device_guard guard(device);
+    cudaIpcMemHandle_t opened{};
+    std::memcpy(&opened, handle.data(), sizeof opened);
+    return from_runtime(cudaIpcOpenMemHandle(base, opened, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  }
+
+  status close_segment(int device, void* base) noexcept override {
+    device_guard guard(device);
+    return from_runtime(cudaIpcCloseMemHandle(base), "cudaIpcCloseMemHandle");
+  }
+
  private:
   const driver_table& drivers() noexcept {
     std::call_once(drivers_loaded_, [this] {
@@ -277,12 +339,23 @@ class cuda_backend final : public backend {
                    load("cuMemSetAccess", &t.set_access) &&
                    load("cuMemGetAllocationGranularity", &t.granularity) &&
                    load("cuDeviceGetAttribute", &t.device_attribute);
+      load("cuMemExportToShareableHandle", &t.export_handle);
+      load("cuMemImportFromShareableHandle", &t.import_handle);
     });
     return drivers_;
   }
 
+  static status unsupported(const char* what) noexcept {
+    try {
+      last_error = std::string("this CUDA driver lacks ") + what;
+    } catch (...) {
+    }
+    return status::error;
+  }
+
   std::once_flag drivers_loaded_;
   driver_table drivers_;
+  std::atomic<bool> exportable_{true};
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 namespace fragless::core {
 
 allocator::allocator(std::unique_ptr<backend::backend> device_backend, const cache_settings& settings)
-    : backend_(std::move(device_backend)), settings_(settings), pools_(*backend_, live_blocks_, settings) {}
+    : backend_(std::move(device_backend)), settings_(settings), pools_(*backend_, live_blocks_, settings), ipc_(*backend_) {}
 
 allocator::~allocator() = default;
 
@@ -103,6 +103,18 @@ memory_snapshot allocator::snapshot(int device_index) {
   return combined;
 }
 
+std::string allocator::export_block(void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  device_cache* cache = nullptr;
+  std::size_t bytes = 0;
+  if (!live_blocks_.update(address, [&](live_block& block) {
+        cache = block.cache;
+        bytes = block.size_bytes;
+      }))
+    throw_invalid_pointer(pointer, "export");
+  return ipc_.export_block(cache->device(), cache->uses_vmm(), address, bytes, cache->shared_pieces(address, bytes));
+}
+
 void allocator::throw_invalid_pointer(void* pointer, const char* operation) {
   const auto address = reinterpret_cast<std::uintptr_t>(pointer);
   char text[64];
@@ -120,6 +132,7 @@ void allocator::deallocate(void* pointer) {
   if (pointer == nullptr) return;
   std::optional<live_block> block = live_blocks_.take(reinterpret_cast<std::uintptr_t>(pointer));
   if (!block) throw_invalid_pointer(pointer, "free");
+  if (ipc_.has_exports()) ipc_.on_free(reinterpret_cast<std::uintptr_t>(pointer));  // Note [IPC sharing]
   block->cache->free_block(reinterpret_cast<std::uintptr_t>(pointer), std::move(*block));
 }
 

@@ -12,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "core/device_cache.hpp"
+#include "core/ipc_sharing.hpp"
 #include "core/live_block_map.hpp"
 #include "core/private_pools.hpp"
 #include "fragless/options.hpp"
@@ -38,6 +39,12 @@ class allocator {
   void* allocate_from_pool(std::uint64_t pool, std::size_t size_bytes, stream_id stream);
   void release_pool(std::uint64_t pool) noexcept { pools_.release(pool); }
   device_cache& pool_cache(std::uint64_t pool) { return pools_.cache_of(pool); }
+
+  // Note [IPC sharing]. export_block: @throws invalid_pointer_error (not a live block's
+  // start), device_error. import_block: @throws invalid_argument_error, device_error.
+  std::string export_block(void* pointer);
+  void* import_block(const std::string& handle) { return ipc_.import_block(handle); }
+  void close_imported_block(void* pointer) noexcept { ipc_.close_import(pointer); }
 
   // The device's cache, created on first use. @throws invalid_argument_error, device_error
   device_cache& device(int device);
@@ -72,6 +79,7 @@ class allocator {
   std::vector<std::unique_ptr<device_cache>> owned_;
   int device_count_ = -1;
   private_pools pools_;
+  ipc_sharing ipc_;
   std::array<std::atomic<double>, kMaxDevices> memory_fractions_{};  // 0: never set
 };
 

@@ -132,6 +132,12 @@ class device_cache {
   // snapshot's segments; set when a pool takes the cache over.
   void set_private_pool(std::uint64_t pool) noexcept { private_pool_.store(pool, std::memory_order_relaxed); }
   std::uint64_t private_pool() const noexcept { return private_pool_.load(std::memory_order_relaxed); }
+  // Note [IPC sharing]: the physical allocations under a live block (takes the device lock).
+  std::vector<large_pool::shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    return large_.shared_pieces(address, bytes);
+  }
+  bool uses_vmm() const noexcept { return large_.uses_vmm(); }
   // Blocks handed out or pending free, over both pools (running counters, no snapshot).
   std::int64_t active_blocks();
 

@@ -228,6 +228,17 @@ class large_pool {
   // Dedicated mappings no block uses (cached free memory), by address.
   std::vector<reserved_region> cached_dedicated_regions() const;
 
+  // Note [IPC sharing]: the physical allocations under [address, address + bytes), in
+  // address order -- pages of the shared range, a dedicated mapping's one handle, a
+  // stitched mapping's pages (vmm), or the whole cudaMalloc segment (handle 0). Empty when
+  // some byte of the range is not backed (not a live block's memory).
+  struct shared_piece {
+    std::uintptr_t base = 0;
+    std::size_t bytes = 0;
+    backend::physical_handle handle = 0;
+  };
+  std::vector<shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) const;
+
  private:
   backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                std::size_t* placed_bytes);

@@ -81,6 +81,18 @@ FRAGLESS_API void release_pool(pool_id pool) noexcept;
 // @throws invalid_argument_error (unknown or released pool)
 FRAGLESS_API std::size_t empty_pool_cache(pool_id pool);
 
+// ---- sharing blocks with other processes (CUDA IPC) ----
+// export_block: a handle (opaque bytes) naming the memory of the live block starting at
+// `pointer`; any process of the same user on the machine can open it while the block is
+// live (Note [IPC sharing] in core/ipc_sharing.hpp). Exporting again returns the same
+// handle. @throws invalid_pointer_error, device_error
+FRAGLESS_API std::string export_block(void* pointer);
+// Maps a handle from export_block (this process or another) and returns the block's
+// address here; the memory stays valid until close_imported_block, even after the
+// exporter frees the block. @throws invalid_argument_error, device_error
+FRAGLESS_API void* import_block(const std::string& handle);
+FRAGLESS_API void close_imported_block(void* pointer) noexcept;
+
 // ---- control ----
 // Returns every unused cached byte of the device (and of its private pools) to CUDA
 // (synchronizes the device once per cache).

@@ -1,0 +1,48 @@
+// The large pool's side of sharing memory with other processes (Note [IPC sharing] in
+// core/ipc_sharing.hpp): which physical allocations lie under a block. Reads only.
+#include "core/large_pool.hpp"
+
+namespace fragless::core {
+
+std::vector<large_pool::shared_piece> large_pool::shared_pieces(std::uintptr_t address, std::size_t bytes) const {
+  std::vector<shared_piece> pieces;
+  if (bytes == 0) return pieces;
+  const std::uintptr_t end = address + bytes;
+  if (!uses_vmm_) {
+    auto segment = segments_.upper_bound(address);
+    if (segment == segments_.begin()) return pieces;
+    --segment;
+    if (end > segment->first + segment->second) return pieces;
+    pieces.push_back(shared_piece{segment->first, segment->second, 0});
+    return pieces;
+  }
+  // A dedicated or stitched mapping holding the block.
+  auto mapping = dedicated_.upper_bound(address);
+  if (mapping != dedicated_.begin()) {
+    --mapping;
+    const dedicated_mapping& found = mapping->second;
+    if (address < mapping->first + found.bytes) {
+      if (end > mapping->first + found.bytes) return pieces;
+      if (found.handles.size() == 1) {
+        pieces.push_back(shared_piece{mapping->first, found.bytes, found.handles.front()});
+        return pieces;
+      }
+      const std::size_t page_bytes = pages_.page_bytes();
+      for (std::size_t page = (address - mapping->first) / page_bytes; page < found.handles.size(); ++page) {
+        const std::uintptr_t base = mapping->first + page * page_bytes;
+        if (base >= end) break;
+        pieces.push_back(shared_piece{base, page_bytes, found.handles[page]});
+      }
+      return pieces;
+    }
+  }
+  // Pages of the shared range.
+  if (address < range_base_ || end > range_base_ + range_bytes_) return pieces;
+  for (std::size_t page = pages_.first_page(address); page < pages_.end_page(address, bytes); ++page) {
+    if (!pages_.is_mapped(page)) return {};
+    pieces.push_back(shared_piece{pages_.page_address(page), pages_.page_bytes(), pages_.handle(page)});
+  }
+  return pieces;
+}
+
+}  // namespace fragless::core
