@@ -7,7 +7,18 @@
 // still touch it. Pools keep nothing cached (release threshold is stored, not used), so
 // reserved == used and cuMemPoolTrimTo has nothing to do.
 // IPC handles work within one process: opening returns the exporter's own pointer.
+//
+// Note [IPC events]
+// An interprocess event (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) exports a handle
+// naming the exporting process and event. Opened in the exporting process it is that
+// event; opened in another process it is a fresh event that is already complete: simcuda
+// cannot see another process's streams, and copies take effect when enqueued (Note [Copies
+// take effect at enqueue]), so the data an exporter wrote before recording is already
+// there. Waiting on it orders nothing, and the race oracle sees nothing across processes.
+#include <unistd.h>
+
 #include <cstring>
+#include <memory>
 
 #include "../core/device_memory.h"
 #include "../core/pending_work.h"
@@ -138,6 +149,45 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool, const CUme
 
 namespace {
 constexpr char kIpcMagic[16] = "simcuda-ipc-v1";
+constexpr char kIpcEventMagic[16] = "simcuda-ipcev1";
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+  SIMCUDA_DRIVER_ENTER();
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Event* found = resolve_event_locked(event);
+  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if ((found->flags & CU_EVENT_INTERPROCESS) == 0 || (found->flags & CU_EVENT_DISABLE_TIMING) == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const int64_t pid = static_cast<int64_t>(getpid());
+  std::memset(handle->reserved, 0, sizeof handle->reserved);
+  std::memcpy(handle->reserved, kIpcEventMagic, sizeof kIpcEventMagic);
+  std::memcpy(handle->reserved + sizeof kIpcEventMagic, &pid, sizeof pid);
+  std::memcpy(handle->reserved + sizeof kIpcEventMagic + sizeof pid, &event, sizeof event);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle handle) {
+  SIMCUDA_DRIVER_ENTER();
+  if (event == nullptr || std::memcmp(handle.reserved, kIpcEventMagic, sizeof kIpcEventMagic) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  int64_t pid = 0;
+  CUevent exported = nullptr;
+  std::memcpy(&pid, handle.reserved + sizeof kIpcEventMagic, sizeof pid);
+  std::memcpy(&exported, handle.reserved + sizeof kIpcEventMagic + sizeof pid, sizeof exported);
+  auto lock = lock_state();
+  if (pid == static_cast<int64_t>(getpid())) {
+    if (resolve_event_locked(exported) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *event = exported;
+    return CUDA_SUCCESS;
+  }
+  auto created = std::make_unique<Event>();  // Note [IPC events]: complete, never recorded here
+  created->flags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+  created->device = context_device();
+  *event = to_handle(created.get());
+  state().events.emplace(static_cast<void*>(created.get()), std::move(created));
+  return CUDA_SUCCESS;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr pointer) {

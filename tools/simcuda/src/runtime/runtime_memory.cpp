@@ -187,6 +187,19 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* han
   return finish(SIMCUDA_DRIVER(cuIpcGetMemHandle)(reinterpret_cast<CUipcMemHandle*>(handle), device_pointer(pointer)));
 }
 
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
+  SIMCUDA_RUNTIME_ENTER();
+  static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(CUipcEventHandle));
+  return finish(SIMCUDA_DRIVER(cuIpcGetEventHandle)(reinterpret_cast<CUipcEventHandle*>(handle), event));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
+  SIMCUDA_RUNTIME_ENTER();
+  CUipcEventHandle driver_handle;
+  std::memcpy(&driver_handle, &handle, sizeof driver_handle);
+  return finish(SIMCUDA_DRIVER(cuIpcOpenEventHandle)(event, driver_handle));
+}
+
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void** pointer, cudaIpcMemHandle_t handle, unsigned int flags) {
   SIMCUDA_RUNTIME_ENTER();
   if (pointer == nullptr) return finish(cudaErrorInvalidValue);
