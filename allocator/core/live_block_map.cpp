@@ -8,6 +8,7 @@ live_block_map::live_block_map() {
 }
 
 std::size_t live_block_map::shard::find(std::uintptr_t address) const noexcept {
+  if (address == 0) return kNotFound;  // 0 marks empty slots: never a block
   const std::size_t mask = slots.size() - 1;
   for (std::size_t at = home(address);; at = (at + 1) & mask) {
     if (slots[at].address == address) return at;

@@ -20,11 +20,6 @@ constexpr const char* checkpoint_error =
     "setCheckpointPoolState, used by torch.compile's CUDA graph trees): that needs the pool's block "
     "layout restored exactly, which fragless's pools (page-mapped ranges) do not record. Use "
     "torch.compile without mode=\"reduce-overhead\", or capture graphs with torch.cuda.graph.";
-constexpr const char* ipc_error =
-    "fragless does not support CUDA IPC (tensor sharing between processes): its blocks live in ranges of "
-    "mapped pages, not in whole cudaMalloc allocations that cudaIpcGetMemHandle can export. Share tensors "
-    "through the native allocator, or copy them to host memory.";
-
 stream_t as_fragless(cudaStream_t stream) { return static_cast<stream_t>(stream); }
 
 bool is_default_pool(c10::MempoolId_t id) { return id.first == 0 && id.second == 0; }
@@ -355,9 +350,36 @@ bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::Mem
   return live == expected_live_allocations.size();
 }
 
-c10_allocator::ShareableHandle torch_allocator::shareIpcHandle(void*) { TORCH_CHECK(false, ipc_error); }
+// Note [IPC in PyTorch]: the handle names the block itself (offset 0); getIpcDevPtr maps it
+// once per handle and shares the mapping among the storages opened from it, closing it
+// when the last one goes (PyTorch's receiving side does the same).
+c10_allocator::ShareableHandle torch_allocator::shareIpcHandle(void* pointer) {
+  try {
+    return c10_allocator::ShareableHandle{0, fragless::export_block(pointer)};
+  } catch (const fragless::error& failure) {
+    TORCH_CHECK(false, "fragless: cannot share ", pointer, " with another process: ", failure.what());
+  }
+}
 
-std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string) { TORCH_CHECK(false, ipc_error); }
+std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
+  std::lock_guard lock(ipc_mutex_);
+  if (auto found = opened_handles_.find(handle); found != opened_handles_.end())
+    if (std::shared_ptr<void> alive = found->second.lock()) return alive;
+  void* pointer = nullptr;
+  try {
+    pointer = fragless::import_block(handle);
+  } catch (const fragless::error& failure) {
+    TORCH_CHECK(false, "fragless: cannot open a memory handle from another process: ", failure.what());
+  }
+  std::shared_ptr<void> opened(pointer, [this, handle](void* mapped) {
+    fragless::close_imported_block(mapped);
+    std::lock_guard erase_lock(ipc_mutex_);
+    auto found = opened_handles_.find(handle);
+    if (found != opened_handles_.end() && found->second.expired()) opened_handles_.erase(found);
+  });
+  opened_handles_[handle] = opened;
+  return opened;
+}
 
 std::shared_ptr<c10_allocator::AllocatorState> torch_allocator::getCheckpointState(c10::DeviceIndex,
                                                                                     c10::MempoolId_t) {

@@ -16,15 +16,19 @@
 // trees). Graph capture itself cannot run on simcuda (no stream capture emulation), so
 // the routing is tested through MemPool and explicit filters.
 //
-// Note [IPC]
-// cudaIpcGetMemHandle only works on whole cudaMalloc allocations; fragless's vmm backend maps
-// pages into reserved ranges (it would need cuMemExportToShareableHandle plus a handle format
-// other processes understand), so shareIpcHandle / getIpcDevPtr fail with that explanation.
+// Note [IPC in PyTorch]
+// shareIpcHandle exports the block (fragless::export_block: file descriptors of its pages,
+// Note [IPC sharing] in the core) with offset 0; getIpcDevPtr maps a handle once and hands
+// the same mapping to every storage opened from it until the last is gone. The receiving
+// process must run fragless too (torch.multiprocessing's spawned workers import the same
+// main module, so they install it the same way).
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -110,6 +114,8 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
 
   trace_history history_;
   pool_router pools_;
+  std::mutex ipc_mutex_;  // guards opened_handles_
+  std::unordered_map<std::string, std::weak_ptr<void>> opened_handles_;
   std::mutex settings_mutex_;  // guards the fields below
   std::vector<double> memory_fractions_;
   std::vector<c10_allocator::OutOfMemoryObserver> oom_observers_;

@@ -129,6 +129,8 @@ TEST_CASE("stale, malformed and foreign handles are refused", "[ipc]") {
   CHECK_THROWS_AS(instance->import_block(handle.substr(0, handle.size() - 3)), invalid_argument_error);
   void* live = instance->allocate(3 * kMiB, 0, nullptr);
   CHECK_THROWS_AS(instance->export_block(static_cast<char*>(live) + 512), invalid_pointer_error);
+  CHECK_THROWS_AS(instance->export_block(nullptr), invalid_pointer_error);
+  CHECK_THROWS_AS(instance->record_stream(nullptr, nullptr), invalid_pointer_error);
   instance->deallocate(live);
 }
 
