@@ -1,4 +1,5 @@
 // The C++ API (fragless/fragless.hpp): forwarders to the global allocator.
+#include "backend/capture_aware_backend.hpp"
 #include "core/allocator.hpp"
 #include "core/segment_events.hpp"
 #include "fragless/fragless.hpp"
@@ -30,6 +31,9 @@ void record_stream(void* pointer, stream_t stream) { global().record_stream(poin
 std::string export_block(void* pointer) { return global().export_block(pointer); }
 void* import_block(const std::string& handle) { return global().import_block(handle); }
 void close_imported_block(void* pointer) noexcept { global().close_imported_block(pointer); }
+
+void begin_capture() noexcept { backend::enter_capture(); }
+void end_capture() noexcept { backend::leave_capture(); }
 
 pool_id create_pool(int device) { return global().create_pool(device); }
 

@@ -4,6 +4,7 @@
 // (Note [Publishing stats] in fragless/stats_publisher.hpp) from a background thread.
 #include <vector>
 
+#include "backend/capture_aware_backend.hpp"
 #include "core/allocator.hpp"
 #include "core/log.hpp"
 #include "fragless/stats_publisher.hpp"
@@ -56,7 +57,7 @@ void start_publishing(allocator& instance) {
 
 allocator& global_allocator() {
   static allocator* const instance = [] {
-    std::unique_ptr<backend::backend> cuda = backend::make_cuda_backend();
+    std::unique_ptr<backend::backend> cuda = backend::make_capture_aware(backend::make_cuda_backend());
     if (!cuda) throw device_error("fragless: the CUDA runtime could not be initialised");
     const options values = options_from_environment();
     auto* created = new allocator(std::move(cuda), settings_from_options(values));

@@ -4,6 +4,7 @@
 // never links libcuda directly. Invariant: every call restores the caller's current
 // device (Note [Device guard]) and never throws.
 #include "backend/backend.hpp"
+#include "backend/capture_aware_backend.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -83,6 +84,31 @@ status from_driver(CUresult result, const char* what) noexcept {
   }
   return result == CUDA_ERROR_OUT_OF_MEMORY ? status::out_of_memory : status::error;
 }
+
+// Note [Capture underway]: allocation calls made while a graph capture is underway run in
+// relaxed capture mode on this thread, so they neither fail nor invalidate the capture.
+class relaxed_capture_guard {
+ public:
+  relaxed_capture_guard() noexcept {
+    if (!capture_underway()) return;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess) {
+      previous_ = mode;
+      active_ = true;
+    } else {
+      cudaGetLastError();
+    }
+  }
+  ~relaxed_capture_guard() {
+    if (active_ && cudaThreadExchangeStreamCaptureMode(&previous_) != cudaSuccess) cudaGetLastError();
+  }
+  relaxed_capture_guard(const relaxed_capture_guard&) = delete;
+  relaxed_capture_guard& operator=(const relaxed_capture_guard&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeGlobal;
+  bool active_ = false;
+};
 
 struct driver_table {
   PFN_cuMemCreate_v10020 mem_create = nullptr;
@@ -165,6 +191,7 @@ class cuda_backend final : public backend {
   }
 
   status malloc_segment(int device, std::size_t bytes, void** address) noexcept override {
+    relaxed_capture_guard relaxed;  // Note [Capture underway]
     device_guard guard(device);
     return from_runtime(runtime_malloc(address, bytes), "cudaMalloc");
   }
@@ -196,6 +223,7 @@ class cuda_backend final : public backend {
   }
 
   status reserve_address_range(int device, std::size_t bytes, std::uintptr_t* base) noexcept override {
+    relaxed_capture_guard relaxed;  // Note [Capture underway]
     (void)device;
     CUdeviceptr pointer = 0;
     status result = from_driver(drivers().address_reserve(&pointer, bytes, 0, 0, 0), "cuMemAddressReserve");
@@ -209,6 +237,7 @@ class cuda_backend final : public backend {
   }
 
   status create_physical(int device, std::size_t bytes, physical_handle* handle) noexcept override {
+    relaxed_capture_guard relaxed;  // Note [Capture underway]
     CUmemAllocationProp prop = allocation_prop(device);
     CUmemGenericAllocationHandle created = 0;
     // Exportable as a file descriptor (Note [IPC sharing]) where the driver allows it; a
@@ -234,6 +263,7 @@ class cuda_backend final : public backend {
   }
 
   status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept override {
+    relaxed_capture_guard relaxed;  // Note [Capture underway]
     const driver_table& table = drivers();
     status result = from_driver(
         table.mem_map(static_cast<CUdeviceptr>(address), bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0),

@@ -2,6 +2,7 @@
 // background) and the memory fraction (see device_cache.hpp, Note [Compaction] in
 // large_pool.hpp). Invariant: every pass runs under device_mutex_, and only a pass that
 // synchronized the device first treats memory as idle without asking its streams.
+#include "backend/capture_aware_backend.hpp"
 #include "core/device_cache.hpp"
 #include "core/log.hpp"
 #include "core/monotonic_clock.hpp"
@@ -49,6 +50,7 @@ void device_cache::settle_locked(bool synchronized) noexcept {
 
 // Holds device_mutex_. Synchronizes the device; false (and logged) when that fails.
 bool device_cache::synchronize_locked() noexcept {
+  if (backend::capture_underway()) return false;  // Note [Capture underway]: expected, not worth a warning
   const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
   if (!synchronized) {
     try {

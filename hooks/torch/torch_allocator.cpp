@@ -303,6 +303,11 @@ void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_
   pools_.end(device, mempool_id);
 }
 
+// Note [Capture underway] (fragless core): no forbidden call while a capture runs.
+void torch_allocator::markCaptureBegin(c10::DeviceIndex) { fragless::begin_capture(); }
+
+void torch_allocator::markCaptureEnd(c10::DeviceIndex) { fragless::end_capture(); }
+
 void torch_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   pools_.release(device, mempool_id);
 }

@@ -71,6 +71,8 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                            std::function<bool(cudaStream_t)> filter) override;
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
+  void markCaptureBegin(c10::DeviceIndex device) override;
+  void markCaptureEnd(c10::DeviceIndex device) override;
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,

@@ -1,6 +1,8 @@
 // Helpers for allocator tests on simcuda (see simcuda_support.hpp).
 #include "simcuda_support.hpp"
 
+#include "backend/capture_aware_backend.hpp"
+
 #include <cuda_runtime_api.h>
 #include <simcuda/control.h>
 
@@ -11,7 +13,7 @@
 namespace fragless::testing {
 
 std::unique_ptr<core::allocator> make_simcuda_allocator(const core::cache_settings& settings) {
-  return std::make_unique<core::allocator>(backend::make_cuda_backend(), settings);
+  return std::make_unique<core::allocator>(backend::make_capture_aware(backend::make_cuda_backend()), settings);
 }
 
 void* create_stream(int device) {

@@ -93,6 +93,15 @@ FRAGLESS_API std::string export_block(void* pointer);
 FRAGLESS_API void* import_block(const std::string& handle);
 FRAGLESS_API void close_imported_block(void* pointer) noexcept;
 
+// ---- CUDA graph capture ----
+// Tell fragless a stream capture begins / ended (process-wide, nesting). While one is
+// underway fragless makes no call that capture forbids -- no event queries, device
+// synchronization or memory release; its allocation calls run in relaxed capture mode --
+// so cached memory is not given back until the capture ends (Note [Capture underway] in
+// backend/capture_aware_backend.hpp). The PyTorch integration calls these itself.
+FRAGLESS_API void begin_capture() noexcept;
+FRAGLESS_API void end_capture() noexcept;
+
 // ---- control ----
 // Returns every unused cached byte of the device (and of its private pools) to CUDA
 // (synchronizes the device once per cache).

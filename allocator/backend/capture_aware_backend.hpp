@@ -1,0 +1,50 @@
+// The backend the allocator uses while CUDA graphs may be captured: a decorator over the
+// real backend that holds back, during a capture, every call stream capture forbids or
+// that would spoil it. No CUDA here. Invariant: while capture_underway(), the wrapped
+// backend receives no event query, no device synchronization and no release of memory.
+//
+// Note [Capture underway]
+// While a stream captures a CUDA graph (torch.cuda.graph: PyTorch tells the allocator
+// through markCaptureBegin/markCaptureEnd, fragless::begin_capture/end_capture), CUDA
+// rejects -- and, in the default global mode, invalidates the capture for -- calls such as
+// cudaEventQuery, device synchronization and freeing memory, from any thread. So, like
+// PyTorch's own allocator, fragless then:
+//  - answers every event query "not ready" without asking CUDA: pending frees stay
+//    pending, cached pages count as busy (no page moves or releases of them);
+//  - fails device synchronizations and memory releases (unmap, cuMemRelease, cudaFree,
+//    address-range frees) without calling CUDA: the callers already keep the memory and
+//    retry later (the release paths' fault handling), so empty_cache, compaction and the
+//    out-of-memory path give nothing back until the capture ends;
+//  - makes its own allocation calls (cudaMalloc, cuMemCreate, cuMemMap, cuMemSetAccess,
+//    cuMemAddressReserve) in relaxed capture mode (cuda_backend.cpp), as PyTorch does for
+//    cudaMalloc: they are not stream work and the graph does not depend on them.
+// Blocks used on other streams and freed during a capture get events recorded as usual;
+// one recorded on a capturing stream can only complete through a later device
+// synchronization (empty_cache or the out-of-memory path after the capture).
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "backend/backend.hpp"
+
+namespace fragless::backend {
+
+// Captures underway, for the whole library (header-only so the CUDA backend, which sits
+// below the core, reads the same counter). Nesting: every enter is matched by one leave.
+inline std::atomic<int>& captures_underway_count() noexcept {
+  static std::atomic<int> count{0};
+  return count;
+}
+inline void enter_capture() noexcept { captures_underway_count().fetch_add(1, std::memory_order_acq_rel); }
+inline void leave_capture() noexcept {
+  std::atomic<int>& count = captures_underway_count();
+  int current = count.load(std::memory_order_acquire);
+  while (current > 0 && !count.compare_exchange_weak(current, current - 1, std::memory_order_acq_rel)) {
+  }
+}
+inline bool capture_underway() noexcept { return captures_underway_count().load(std::memory_order_acquire) > 0; }
+
+std::unique_ptr<backend> make_capture_aware(std::unique_ptr<backend> wrapped);
+
+}  // namespace fragless::backend
