@@ -18,6 +18,9 @@
 //  - makes its own allocation calls (cudaMalloc, cuMemCreate, cuMemMap, cuMemSetAccess,
 //    cuMemAddressReserve) in relaxed capture mode (cuda_backend.cpp), as PyTorch does for
 //    cudaMalloc: they are not stream work and the graph does not depend on them.
+//  - never reuses memory last used by another stream (which needs a cross-stream event
+//    wait, and a capturing stream may not wait on work outside its capture): the large
+//    pool places such a request in fresh memory instead (large_pool::wait_forbidden).
 // Blocks used on other streams and freed during a capture get events recorded as usual;
 // one recorded on a capturing stream can only complete through a later device
 // synchronization (empty_cache or the out-of-memory path after the capture).

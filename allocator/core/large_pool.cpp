@@ -2,6 +2,8 @@
 // (see large_pool.hpp, Note [Page cache]).
 #include "core/large_pool.hpp"
 
+#include "backend/capture_aware_backend.hpp"
+
 #include <algorithm>
 
 #include "core/monotonic_clock.hpp"
@@ -158,6 +160,10 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
 // the new work after the old. Reusing it on any other stream makes the new stream wait on
 // an event recorded now on each of those streams (cudaStreamWaitEvent): it covers every
 // kernel queued before the free, and the host never blocks.
+bool large_pool::wait_forbidden(const stream_set& streams, stream_id stream) const noexcept {
+  return !skip_stream_waits_ && backend::capture_underway() && streams.foreign_to(stream);
+}
+
 backend::status large_pool::order_after_streams(const free_range& range, stream_id stream) noexcept {
   if (skip_stream_waits_ || !range.streams.foreign_to(stream)) return backend::status::ok;
   for (stream_id other : range.streams.streams()) {
@@ -193,6 +199,7 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
   auto placement = choose_placement(size_bytes);
   if (!placement) return allocate_stitched(size_bytes, stream, address, placed_bytes);
   const auto& [block_address, range] = *placement;
+  if (wait_forbidden(range.streams, stream)) return allocate_stitched(size_bytes, stream, address, placed_bytes);
   backend::status result = order_after_streams(range, stream);
   if (result != backend::status::ok) return result;
   result = map_missing_pages(block_address, size_bytes);
@@ -325,6 +332,7 @@ std::optional<free_range> large_pool::segment_fit(std::size_t size_bytes) const 
 backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                              std::size_t* placed_bytes) {
   std::optional<free_range> range = segment_fit(size_bytes);
+  if (range && wait_forbidden(range->streams, stream)) range.reset();  // a fresh segment instead
   if (!range) {
     const std::size_t segment_bytes = segment_size_for(size_bytes);
     if (segment_bytes_ + segment_bytes > reserved_limit_bytes_) return backend::status::out_of_memory;

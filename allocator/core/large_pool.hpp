@@ -258,6 +258,9 @@ class large_pool {
   }
   backend::status allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                    std::size_t* placed_bytes);
+  // Note [Capture underway]: while a capture may be running, memory last used by other
+  // streams is not reused (no cross-stream event wait is made): fresh memory is used instead.
+  bool wait_forbidden(const stream_set& streams, stream_id stream) const noexcept;
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
   backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept;
   bool take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;

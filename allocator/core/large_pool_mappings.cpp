@@ -14,6 +14,7 @@ bool large_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr
                                backend::status* result) noexcept {
   for (auto& [base, mapping] : dedicated_) {
     if (mapping.in_use || mapping.bytes != bytes || mapping.range_bytes != bytes) continue;
+    if (wait_forbidden(mapping.streams, stream)) continue;
     try {
       *result = order_after_streams(free_range{base, bytes, 0, mapping.streams}, stream);
     } catch (...) {
@@ -108,22 +109,32 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
     }
   }
   if (result != backend::status::ok) {
-    // Undo: nothing half-mapped stays; the pages taken are released. A page whose unmap
-    // fails too (a second fault) stays mapped and counted, and the range is left reserved
-    // rather than freed under a live mapping; no block ever points into it.
-    bool all_unmapped = true;
-    for (std::size_t index = 0; index < handles.size(); ++index) {
+    // Undo, from the end: the pages taken are unmapped and released. A page whose unmap
+    // fails (a second fault, or a capture underway: Note [Capture underway]) stops the undo;
+    // the mapped prefix then stays as a cached stitched mapping -- counted, in the
+    // snapshot, and released by a later pass -- and no block points into it.
+    while (!handles.empty()) {
+      const std::uintptr_t piece = base + (handles.size() - 1) * page_bytes;
       const std::int64_t start = now_ns();
-      if (backend_.unmap(device_, base + index * page_bytes, page_bytes) != backend::status::ok) {
-        all_unmapped = false;
-        continue;
-      }
+      if (backend_.unmap(device_, piece, page_bytes) != backend::status::ok) break;
       counters_.unmap_ns += now_ns() - start;
       ++counters_.unmap;
-      release_handle(handles[index]);
+      release_handle(handles.back());
+      handles.pop_back();
       dedicated_bytes_ -= page_bytes;
     }
-    if (all_unmapped) backend_.free_address_range(device_, base, bytes);
+    if (handles.empty()) {
+      backend_.free_address_range(device_, base, bytes);
+      return result;
+    }
+    const std::size_t kept_bytes = handles.size() * page_bytes;
+    try {
+      dedicated_.emplace(base, dedicated_mapping{kept_bytes, bytes, handles, true, false, {}, pages_.epoch()});
+      dedicated_cached_bytes_ += kept_bytes;
+      notify_segment_event(device_, segment_event_kind::alloc, base, kept_bytes);
+    } catch (...) {
+      // No host memory either: the prefix stays mapped and counted, outside the snapshot.
+    }
     return result;
   }
   ++counters_.stitched_allocations;
