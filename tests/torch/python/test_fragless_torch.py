@@ -217,6 +217,40 @@ def test_mem_pool_keeps_its_memory():
     assert all(tuple(s["segment_pool_id"]) == (0, 0) for s in torch.cuda.memory_snapshot())
 
 
+def test_cuda_graph_capture_and_replay():
+    # simcuda emulates stream capture: a capture that made a forbidden call (fragless's own
+    # device calls included) would fail at capture_end with cudaErrorStreamCaptureInvalidated.
+    static_in = torch.zeros(1000, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        warm = static_in * 2
+    torch.cuda.current_stream().wait_stream(side)
+    del warm
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = torch.empty(1000, device="cuda")
+        static_out.copy_(static_in)  # a captured device-to-device copy
+        scratch = torch.empty(1 << 20, device="cuda")
+        del scratch
+
+    def owner(tensor):
+        for segment in torch.cuda.memory_snapshot():
+            if segment["address"] <= tensor.data_ptr() < segment["address"] + segment["total_size"]:
+                return tuple(segment["segment_pool_id"])
+
+    assert owner(static_out) == graph.pool()  # allocated during capture: in the graph's pool
+    static_in.copy_(torch.full((1000,), 5.0))
+    graph.replay()
+    assert float(static_out.cpu().sum()) == 5000.0  # the copy ran at replay
+    static_in.copy_(torch.full((1000,), 2.0))
+    graph.replay()
+    assert float(static_out.cpu().sum()) == 2000.0
+    del static_out, graph
+    torch.cuda.empty_cache()
+    assert all(tuple(s["segment_pool_id"]) == (0, 0) for s in torch.cuda.memory_snapshot())
+
+
 def test_unsupported_pool_kinds_refused_with_reason():
     with pytest.raises(RuntimeError, match="no_split"):
         torch.cuda.MemPool(no_split=True)

@@ -14,9 +14,19 @@
 
 #include "device_memory.h"
 #include "pending_work.h"
+#include "stream_capture.h"
 
 namespace simcuda {
 namespace {
+
+void fill_bytes(uintptr_t destination, uint32_t pattern, size_t pattern_bytes, size_t count) {
+  auto* out = reinterpret_cast<unsigned char*>(destination);
+  if (pattern_bytes == 1) {
+    std::memset(out, static_cast<int>(pattern & 0xff), count);
+  } else {
+    for (size_t index = 0; index < count; ++index) std::memcpy(out + index * pattern_bytes, &pattern, pattern_bytes);
+  }
+}
 
 void add_if_device(std::vector<Access>& accesses, uintptr_t begin, size_t bytes, bool writes) {
   if (is_device_address_locked(begin) || find_region_locked(begin) != nullptr)
@@ -40,6 +50,17 @@ CUresult enqueue_copy_locked(Stream& stream, uintptr_t destination, uintptr_t so
   add_if_device(accesses, source, bytes, false);
   add_if_device(accesses, destination, bytes, true);
   bool accessible = all_accessible_locked(accesses);
+  if (stream.capture != nullptr) {  // Note [Stream capture]: the copy happens at replay
+    if (!accessible) return CUDA_ERROR_INVALID_VALUE;
+    std::function<void()> none;
+    std::vector<Access> checked = accesses;
+    capture_op_locked(stream, accesses, none, [checked, destination, source, bytes] {
+      if (!all_accessible_locked(checked)) return false;
+      std::memmove(reinterpret_cast<void*>(destination), reinterpret_cast<const void*>(source), bytes);
+      return true;
+    }, what, bytes);
+    return CUDA_SUCCESS;
+  }
   launch_locked(stream, std::move(accesses), nullptr, what, bytes);
   if (!accessible) return CUDA_ERROR_INVALID_VALUE;
   std::memmove(reinterpret_cast<void*>(destination), reinterpret_cast<const void*>(source), bytes);
@@ -56,14 +77,20 @@ CUresult enqueue_fill_locked(Stream& stream, uintptr_t destination, uint32_t pat
   std::vector<Access> accesses;
   add_if_device(accesses, destination, bytes, true);
   bool accessible = all_accessible_locked(accesses);
+  if (stream.capture != nullptr) {  // Note [Stream capture]: the fill happens at replay
+    if (!accessible) return CUDA_ERROR_INVALID_VALUE;
+    std::function<void()> none;
+    std::vector<Access> checked = accesses;
+    capture_op_locked(stream, accesses, none, [checked, destination, pattern, pattern_bytes, count] {
+      if (!all_accessible_locked(checked)) return false;
+      fill_bytes(destination, pattern, pattern_bytes, count);
+      return true;
+    }, what, bytes);
+    return CUDA_SUCCESS;
+  }
   launch_locked(stream, std::move(accesses), nullptr, what, bytes);
   if (!accessible) return CUDA_ERROR_INVALID_VALUE;
-  auto* out = reinterpret_cast<unsigned char*>(destination);
-  if (pattern_bytes == 1) {
-    std::memset(out, static_cast<int>(pattern & 0xff), bytes);
-  } else {
-    for (size_t index = 0; index < count; ++index) std::memcpy(out + index * pattern_bytes, &pattern, pattern_bytes);
-  }
+  fill_bytes(destination, pattern, pattern_bytes, count);
   return CUDA_SUCCESS;
 }
 

@@ -48,6 +48,8 @@ struct PendingOp {
 
 enum class StreamKind { legacy, per_thread, created };
 
+struct Capture;  // stream_capture.h
+
 struct Stream {
   uint64_t id = 0;
   int device = 0;
@@ -59,6 +61,7 @@ struct Stream {
   VectorClock waits;       // merged from events waited on and implicit syncs
   uint64_t ready_time_ns = 0;  // simulated time when everything launched here is done
   std::deque<PendingOp> pending;
+  Capture* capture = nullptr;  // the capture sequence this stream belongs to (Note [Stream capture])
   bool blocking() const { return kind != StreamKind::created || (flags & CU_STREAM_NON_BLOCKING) == 0; }
 };
 
@@ -68,6 +71,11 @@ struct Event {
   bool recorded = false;
   VectorClock clock;     // what must complete for the event to complete
   uint64_t time_ns = 0;  // simulated completion time
+  // Note [Stream capture]: last recorded inside this capture (0: outside any), on this
+  // stream after this many of its captured ops.
+  uint64_t captured_in = 0;
+  Stream* captured_on = nullptr;
+  size_t captured_after = 0;
 };
 
 enum class RegionKind { malloc, vmm_mapping };

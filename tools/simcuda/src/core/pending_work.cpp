@@ -31,6 +31,8 @@
 // handful of ops; benchmarks should turn on auto-complete (SIMCUDA_AUTO_COMPLETE=1).
 #include "pending_work.h"
 
+#include "stream_capture.h"
+
 #include <algorithm>
 
 #include "race_oracle.h"
@@ -123,6 +125,8 @@ CUresult destroy_stream_locked(void* handle) {
 
 uint64_t launch_locked(Stream& stream, std::vector<Access> accesses, std::function<void()> on_complete,
                        std::string what, size_t modelled_bytes) {
+  // Note [Stream capture]: recorded into the capture's graph, run at replay.
+  if (capture_op_locked(stream, accesses, on_complete, nullptr, what, modelled_bytes)) return 0;
   State& self = state();
   apply_implicit_sync_locked(stream);
   PendingOp op;
@@ -206,6 +210,8 @@ Event* resolve_event_locked(void* handle) {
 }
 
 void record_event_locked(Event& event, Stream& stream) {
+  note_event_record_locked(event, stream);  // Note [Stream capture]
+  if (stream.capture != nullptr) return;
   apply_implicit_sync_locked(stream);
   event.recorded = true;
   event.clock = stream.waits;

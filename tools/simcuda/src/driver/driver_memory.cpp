@@ -6,6 +6,7 @@
 #include "../core/device_memory.h"
 #include "../core/pending_work.h"
 #include "driver_common.h"
+#include "../core/stream_capture.h"
 
 using namespace simcuda;
 
@@ -14,6 +15,7 @@ namespace {
 // Synchronous copies and memsets run on the legacy stream and complete it through the op.
 CUresult copy_sync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, const char* what) {
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   Stream* stream = resolve_stream_locked(nullptr);
   if (stream == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   CUresult result = enqueue_copy_locked(*stream, to_address(destination), to_address(source), bytes, what);
@@ -31,6 +33,9 @@ CUresult copy_async(CUdeviceptr destination, CUdeviceptr source, size_t bytes, C
 CUresult fill(CUdeviceptr destination, uint32_t pattern, size_t pattern_bytes, size_t count, CUstream handle,
               bool synchronous) {
   auto lock = lock_state();
+  if (synchronous) {
+    if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
+  }
   Stream* stream = resolve_stream_locked(handle);
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   CUresult result = enqueue_fill_locked(*stream, to_address(destination), pattern, pattern_bytes, count, "memset");
@@ -44,6 +49,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes
   SIMCUDA_DRIVER_ENTER();
   if (pointer == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   void* allocated = nullptr;
   CUresult result = device_malloc_locked(context_device(), bytes, false, &allocated);
   if (result == CUDA_SUCCESS) *pointer = reinterpret_cast<CUdeviceptr>(allocated);
@@ -55,6 +61,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr pointer) {
   SIMCUDA_DRIVER_ENTER();
   if (pointer == 0) return CUDA_SUCCESS;
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   Region* region = find_region_locked(to_address(pointer));
   if (region == nullptr || region->begin != to_address(pointer) || region->kind != RegionKind::malloc)
     return CUDA_ERROR_INVALID_VALUE;

@@ -5,8 +5,25 @@
 
 #include "../core/pending_work.h"
 #include "driver_common.h"
+#include "../core/stream_capture.h"
 
 using namespace simcuda;
+
+namespace {
+
+// Note [Stream capture]: querying or synchronizing a capturing stream, or any stream while
+// a capture forbids it.
+CUresult capture_refusal_locked(Stream& stream) {
+  if (CUresult refused = check_stream_not_capturing_locked(stream); refused != CUDA_SUCCESS) return refused;
+  return check_unsafe_call_locked();
+}
+
+CUresult event_refusal_locked(const Event& event) {
+  if (CUresult refused = check_event_not_captured_locked(event); refused != CUDA_SUCCESS) return refused;
+  return check_unsafe_call_locked();
+}
+
+}  // namespace
 
 namespace {
 
@@ -67,6 +84,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream stream) {
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = capture_refusal_locked(*resolved); refused != CUDA_SUCCESS) return refused;
   return stream_idle_locked(*resolved) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -75,6 +93,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = capture_refusal_locked(*resolved); refused != CUDA_SUCCESS) return refused;
   synchronize_stream_locked(*resolved);
   return CUDA_SUCCESS;
 }
@@ -85,6 +104,10 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event
   Stream* resolved = resolve_stream_locked(stream);
   Event* waited = resolve_event_locked(event);
   if (resolved == nullptr || waited == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  // Note [Stream capture]: a fork, a join, or an isolation violation.
+  const bool in_capture = resolved->capture != nullptr || waited->captured_in != 0;
+  if (CUresult result = capture_wait_locked(*resolved, *waited); result != CUDA_SUCCESS) return result;
+  if (in_capture) return CUDA_SUCCESS;
   wait_event_locked(*resolved, *waited);
   return CUDA_SUCCESS;
 }
@@ -134,8 +157,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCap
   SIMCUDA_DRIVER_ENTER();
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  if (resolve_stream_locked(stream) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *status = capture_status_locked(*resolved, nullptr);
   return CUDA_SUCCESS;
 }
 
@@ -146,10 +170,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream stream, CUstr
   SIMCUDA_DRIVER_ENTER();
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  if (resolve_stream_locked(stream) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (id != nullptr) *id = 0;
-  if (graph != nullptr) *graph = nullptr;
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t capture_id = 0;
+  *status = capture_status_locked(*resolved, &capture_id);
+  if (id != nullptr) *id = capture_id;
+  if (graph != nullptr) *graph = nullptr;  // the graph under construction is not exposed
   if (dependencies != nullptr) *dependencies = nullptr;
   if (edge_data != nullptr) *edge_data = nullptr;
   if (count != nullptr) *count = 0;
@@ -159,6 +185,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream stream, CUstr
 SIMCUDA_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
   complete_device_locked(context_device());
   return CUDA_SUCCESS;
 }
@@ -200,6 +227,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
   auto lock = lock_state();
   Event* queried = resolve_event_locked(event);
   if (queried == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = event_refusal_locked(*queried); refused != CUDA_SUCCESS) return refused;
   return event_complete_locked(*queried) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -208,6 +236,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
   auto lock = lock_state();
   Event* waited = resolve_event_locked(event);
   if (waited == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = event_refusal_locked(*waited); refused != CUDA_SUCCESS) return refused;
   synchronize_event_locked(*waited);
   return CUDA_SUCCESS;
 }
@@ -240,7 +269,13 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigne
                                                void**) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
-  return resolve_stream_locked(stream) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  Stream* resolved = resolve_stream_locked(stream);
+  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  // Kernels run nothing here; a capture still records a (no-op) kernel node.
+  std::vector<Access> no_accesses;
+  std::function<void()> nothing;
+  capture_op_locked(*resolved, no_accesses, nothing, nullptr, "kernel", 0);
+  return CUDA_SUCCESS;
 }
 
 // Note [Host callbacks]: the function runs when this op completes, after the lock is released.

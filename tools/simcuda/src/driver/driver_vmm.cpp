@@ -3,6 +3,7 @@
 #include "../core/device_memory.h"
 #include "../core/virtual_memory.h"
 #include "driver_common.h"
+#include "../core/stream_capture.h"
 
 using namespace simcuda;
 
@@ -19,6 +20,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* pointer, size_t
   SIMCUDA_DRIVER_ENTER();
   if (pointer == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   uintptr_t begin = 0;
   CUresult result = reserve_address_locked(&begin, bytes, alignment, to_address(hint));
   if (result == CUDA_SUCCESS) *pointer = static_cast<CUdeviceptr>(begin);
@@ -28,6 +30,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* pointer, size_t
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr pointer, size_t bytes) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   return free_address_locked(to_address(pointer), bytes);
 }
 
@@ -36,6 +39,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
   SIMCUDA_DRIVER_ENTER();
   if (handle == nullptr || properties == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   uint64_t id = 0;
   CUresult result = create_handle_locked(&id, bytes, *properties);
   if (result == CUDA_SUCCESS) *handle = id;
@@ -45,6 +49,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   return release_handle_locked(handle);
 }
 
@@ -53,12 +58,14 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr pointer, size_t bytes, size
   SIMCUDA_DRIVER_ENTER();
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   return map_locked(to_address(pointer), bytes, offset, handle);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr pointer, size_t bytes) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   return unmap_locked(to_address(pointer), bytes);
 }
 
@@ -67,6 +74,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr pointer, size_t bytes
   SIMCUDA_DRIVER_ENTER();
   if (descriptors == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
   bool read_write = false;
   for (size_t index = 0; index < count; ++index) {
     const CUmemAccessDesc& descriptor = descriptors[index];

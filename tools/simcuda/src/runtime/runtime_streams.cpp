@@ -1,4 +1,4 @@
-// Runtime API: streams, events and stream-capture queries (capture is never active).
+// Runtime API: streams, events and stream-capture queries (Note [Stream capture]).
 // Invariant: thin forwarders to the driver's pending-work model (Note [Vector clocks]).
 #include "runtime_common.h"
 
@@ -87,17 +87,9 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t strea
       count));
 }
 
-namespace {
-thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
-}
-
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   SIMCUDA_RUNTIME_ENTER();
-  if (mode == nullptr) return finish(cudaErrorInvalidValue);
-  cudaStreamCaptureMode previous = t_capture_mode;
-  t_capture_mode = *mode;
-  *mode = previous;
-  return cudaSuccess;
+  return finish(SIMCUDA_DRIVER(cuThreadExchangeStreamCaptureMode)(reinterpret_cast<CUstreamCaptureMode*>(mode)));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
