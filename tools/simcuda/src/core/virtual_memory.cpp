@@ -12,12 +12,13 @@
 //
 // Note [Physical arena]
 // A memfd per handle costs one file descriptor per 2 MiB page, and processes commonly may
-// open 20,000 files at most: 40 GiB of 2 MiB pages would exhaust them. So only handles
-// created as shareable (requestedHandleTypes with POSIX file descriptors, which can be
-// exported) get a memfd of their own; every other handle is a slice of one sparse,
-// process-wide memfd (the arena). Releasing a slice punches a hole so the memory is really
-// given back, and the slice's offsets are reused. As on real devices, exporting a handle
-// that was not created shareable fails.
+// open 20,000 files at most: 40 GiB of 2 MiB pages would exhaust them. So every handle
+// starts as a slice of one sparse, process-wide memfd (the arena); only when a handle
+// created shareable (requestedHandleTypes with POSIX file descriptors) is first exported
+// does it move to a memfd of its own: its bytes are copied there and each of its mappings
+// is remapped in place, so only exported handles cost a descriptor. Releasing a slice
+// punches a hole so the memory is really given back, and the slice's offsets are reused.
+// As on real devices, exporting a handle that was not created shareable fails.
 #include "virtual_memory.h"
 
 #include <fcntl.h>
@@ -25,7 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include "device_memory.h"
 #include "device_state.h"
@@ -172,20 +175,9 @@ CUresult create_handle_locked(uint64_t* out, size_t bytes, const CUmemAllocation
   Device& device = self.devices[static_cast<size_t>(properties.location.id)];
   if (bytes > device.capacity_bytes || device.used_bytes + bytes > device.capacity_bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  const bool shareable = (properties.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
   PhysicalHandle physical;
-  if (shareable) {
-    int fd = memfd_create("simcuda-physical", MFD_CLOEXEC);
-    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      close(fd);
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    physical.fd = fd;
-  } else {
-    if (!arena_take_locked(bytes, &physical.fd, &physical.fd_offset)) return CUDA_ERROR_OUT_OF_MEMORY;
-    physical.owns_fd = false;
-  }
+  if (!arena_take_locked(bytes, &physical.fd, &physical.fd_offset)) return CUDA_ERROR_OUT_OF_MEMORY;
+  physical.owns_fd = false;
   uint64_t id = self.next_handle_id++;
   physical.bytes = bytes;
   physical.device = properties.location.id;
@@ -300,11 +292,48 @@ CUresult handle_properties_locked(CUmemAllocationProp* out, uint64_t handle) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// Note [Physical arena]: moves a handle's bytes from its arena slice to a memfd of its own
+// and remaps every mapping of it there, in place.
+bool give_own_file_locked(uint64_t id, PhysicalHandle& physical) {
+  int own = memfd_create("simcuda-physical", MFD_CLOEXEC);
+  if (own < 0) return false;
+  bool copied = ftruncate(own, static_cast<off_t>(physical.bytes)) == 0;
+  std::vector<char> buffer(size_t{1} << 20);
+  for (size_t done = 0; copied && done < physical.bytes;) {
+    const size_t chunk = std::min(buffer.size(), physical.bytes - done);
+    copied = pread(physical.fd, buffer.data(), chunk, static_cast<off_t>(physical.fd_offset + done)) ==
+                 static_cast<ssize_t>(chunk) &&
+             pwrite(own, buffer.data(), chunk, static_cast<off_t>(done)) == static_cast<ssize_t>(chunk);
+    done += chunk;
+  }
+  if (!copied) {
+    close(own);
+    return false;
+  }
+  for (auto& [begin, region] : state().regions) {
+    if (region.kind != RegionKind::vmm_mapping || region.handle != id) continue;
+    const int protection = region.accessible ? PROT_READ | PROT_WRITE : PROT_NONE;
+    mmap(reinterpret_cast<void*>(region.begin), region.mapped_bytes, protection, MAP_SHARED | MAP_FIXED, own,
+         static_cast<off_t>(region.handle_offset));
+  }
+  arena_give_back_locked(physical.fd_offset, physical.bytes);
+  physical.fd = own;
+  physical.fd_offset = 0;
+  physical.owns_fd = true;
+  return true;
+}
+
+}  // namespace
+
 CUresult export_handle_fd_locked(int* out, uint64_t handle) {
   auto found = state().handles.find(handle);
   if (found == state().handles.end()) return CUDA_ERROR_INVALID_VALUE;
   // Only handles created shareable can be exported (Note [Physical arena]).
-  if (!found->second.owns_fd) return CUDA_ERROR_INVALID_VALUE;
+  if ((found->second.properties.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!found->second.owns_fd && !give_own_file_locked(handle, found->second)) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = dup(found->second.fd);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *out = fd;
