@@ -31,8 +31,10 @@ typedef void* simcuda_stream;
 
 /* ---- simulated kernels ------------------------------------------------------------ */
 /* Enqueue a kernel on `stream` that reads (writes == 0) or writes (writes != 0)
- * [ptr, ptr + bytes). Returns a kernel id > 0, or 0 on a bad stream.
- * The race check happens here, at launch. */
+ * [ptr, ptr + bytes). Returns a kernel id > 0, or 0 on a bad stream (or the legacy stream
+ * while a blocking stream captures). The race check happens here, at launch. On a capturing
+ * stream the kernel is recorded into the capture's graph instead, and runs (and is checked)
+ * at every launch of the graph. */
 uint64_t simcuda_launch(simcuda_stream stream, const void* ptr, size_t bytes, int writes);
 /* Same, and when the kernel completes it fills the range with `byte_value`
  * (so tests can observe a late write landing on reused memory). */

@@ -11,6 +11,7 @@
 #include "../core/device_memory.h"
 #include "../core/device_state.h"
 #include "../core/pending_work.h"
+#include "../core/stream_capture.h"
 
 #define SIMCUDA_CONTROL extern "C" __attribute__((visibility("default")))
 
@@ -22,6 +23,8 @@ uint64_t launch(simcuda_stream handle, const void* pointer, size_t bytes, bool w
   auto lock = lock_state();
   Stream* stream = resolve_stream_locked(handle);
   if (stream == nullptr) return 0;
+  // Note [Stream capture]: the legacy stream is unusable while a blocking stream captures.
+  if (check_legacy_stream_use_locked(*stream, true) != CUDA_SUCCESS) return 0;
   auto begin = reinterpret_cast<uintptr_t>(pointer);
   uintptr_t end = begin + bytes < begin ? UINTPTR_MAX : begin + bytes;  // a wrapped range is clamped
   std::vector<Access> accesses;

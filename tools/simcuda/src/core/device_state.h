@@ -71,11 +71,10 @@ struct Event {
   bool recorded = false;
   VectorClock clock;     // what must complete for the event to complete
   uint64_t time_ns = 0;  // simulated completion time
-  // Note [Stream capture]: last recorded inside this capture (0: outside any), on this
-  // stream after this many of its captured ops.
+  // Note [Stream capture]: the capture it was last recorded in (0: outside any), and the
+  // graph nodes (indices) that record captured -- what a stream waiting on it then follows.
   uint64_t captured_in = 0;
-  Stream* captured_on = nullptr;
-  size_t captured_after = 0;
+  std::vector<size_t> captured_nodes;
 };
 
 enum class RegionKind { malloc, vmm_mapping };

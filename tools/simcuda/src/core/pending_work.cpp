@@ -117,6 +117,7 @@ CUresult destroy_stream_locked(void* handle) {
   if (handle == nullptr || found == self.streams.end() || found->second->kind != StreamKind::created)
     return CUDA_ERROR_INVALID_HANDLE;
   Stream& stream = *found->second;
+  if (CUresult refused = check_stream_destroyable_locked(stream); refused != CUDA_SUCCESS) return refused;
   complete_through_locked(stream, stream.launched);
   self.stream_by_id.erase(stream.id);
   self.streams.erase(found);
@@ -125,9 +126,9 @@ CUresult destroy_stream_locked(void* handle) {
 
 uint64_t launch_locked(Stream& stream, std::vector<Access> accesses, std::function<void()> on_complete,
                        std::string what, size_t modelled_bytes) {
-  // Note [Stream capture]: recorded into the capture's graph, run at replay.
-  if (capture_op_locked(stream, accesses, on_complete, nullptr, what, modelled_bytes)) return 0;
   State& self = state();
+  // Note [Stream capture]: recorded into the capture's graph (the id names the node), run at replay.
+  if (capture_op_locked(stream, accesses, on_complete, nullptr, what, modelled_bytes)) return self.next_kernel_id++;
   apply_implicit_sync_locked(stream);
   PendingOp op;
   op.kernel_id = self.next_kernel_id++;

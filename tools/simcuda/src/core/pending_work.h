@@ -20,7 +20,8 @@ namespace simcuda {
 // CU_STREAM_PER_THREAD = this thread's per-thread stream, else a created stream. nullptr if unknown.
 Stream* resolve_stream_locked(void* handle);
 Stream* create_stream_locked(int device, unsigned flags, int priority);
-// Completes the stream's pending work, then forgets it.
+// Completes the stream's pending work, then forgets it (refused while the stream takes part in
+// a capture: Note [Stream capture]).
 CUresult destroy_stream_locked(void* handle);
 
 // Enqueues an op on `stream`, checks it with the race oracle, returns its kernel id.

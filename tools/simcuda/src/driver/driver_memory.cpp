@@ -1,5 +1,6 @@
 // Driver API: cuMemAlloc/cuMemFree, info, copies, memsets, pointer queries.
 // Invariant: every device access goes through device_copies (so the race oracle sees it).
+#include <cstdlib>
 #include <cstring>
 
 #include "../core/device_copies.h"
@@ -13,11 +14,13 @@ using namespace simcuda;
 namespace {
 
 // Synchronous copies and memsets run on the legacy stream and complete it through the op.
+// Note [Stream capture]: they are unsafe calls, and uses of the legacy stream.
 CUresult copy_sync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, const char* what) {
   auto lock = lock_state();
-  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
   Stream* stream = resolve_stream_locked(nullptr);
   if (stream == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult refused = check_legacy_stream_use_locked(*stream, true); refused != CUDA_SUCCESS) return refused;
   CUresult result = enqueue_copy_locked(*stream, to_address(destination), to_address(source), bytes, what);
   complete_through_locked(*stream, stream->launched);
   return result;
@@ -27,6 +30,7 @@ CUresult copy_async(CUdeviceptr destination, CUdeviceptr source, size_t bytes, C
   auto lock = lock_state();
   Stream* stream = resolve_stream_locked(handle);
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_legacy_stream_use_locked(*stream, true); refused != CUDA_SUCCESS) return refused;
   return enqueue_copy_locked(*stream, to_address(destination), to_address(source), bytes, what);
 }
 
@@ -38,6 +42,7 @@ CUresult fill(CUdeviceptr destination, uint32_t pattern, size_t pattern_bytes, s
   }
   Stream* stream = resolve_stream_locked(handle);
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_legacy_stream_use_locked(*stream, true); refused != CUDA_SUCCESS) return refused;
   CUresult result = enqueue_fill_locked(*stream, to_address(destination), pattern, pattern_bytes, count, "memset");
   if (synchronous) complete_through_locked(*stream, stream->launched);
   return result;
@@ -67,6 +72,53 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr pointer) {
     return CUDA_ERROR_INVALID_VALUE;
   complete_device_locked(region->device);
   return device_free_locked(reinterpret_cast<void*>(pointer));
+}
+
+// Pinned host memory is ordinary page-aligned host memory; allocating, freeing and
+// registering it are unsafe calls during a capture (Note [Stream capture]).
+namespace {
+
+CUresult host_alloc(void** pointer, size_t bytes) {
+  if (pointer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pointer = nullptr;
+  auto lock = lock_state();
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
+  if (bytes == 0) return CUDA_SUCCESS;
+  return posix_memalign(pointer, kPageBytes, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult host_unsafe_call() {
+  auto lock = lock_state();
+  return check_unsafe_call_locked();
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocHost_v2(void** pointer, size_t bytes) {
+  SIMCUDA_DRIVER_ENTER();
+  return host_alloc(pointer, bytes);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostAlloc(void** pointer, size_t bytes, unsigned int) {
+  SIMCUDA_DRIVER_ENTER();
+  return host_alloc(pointer, bytes);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeHost(void* pointer) {
+  SIMCUDA_DRIVER_ENTER();
+  if (CUresult refused = host_unsafe_call(); refused != CUDA_SUCCESS) return refused;
+  std::free(pointer);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void*, size_t, unsigned int) {
+  SIMCUDA_DRIVER_ENTER();
+  return host_unsafe_call();
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostUnregister(void*) {
+  SIMCUDA_DRIVER_ENTER();
+  return host_unsafe_call();
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {

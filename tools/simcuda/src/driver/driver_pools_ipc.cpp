@@ -22,6 +22,7 @@
 
 #include "../core/device_memory.h"
 #include "../core/pending_work.h"
+#include "../core/stream_capture.h"
 #include "driver_common.h"
 
 using namespace simcuda;
@@ -34,9 +35,18 @@ MemoryPool* resolve_pool_locked(CUmemoryPool handle) {
   return nullptr;
 }
 
+// Note [Stream capture]: graph memory nodes are not emulated, so stream-ordered allocation
+// on a capturing stream is refused (and invalidates the capture).
+CUresult capture_refusal_locked(Stream& stream) {
+  if (CUresult refused = check_legacy_stream_use_locked(stream, true); refused != CUDA_SUCCESS) return refused;
+  return refuse_uncapturable_locked(stream);
+}
+
 CUresult pool_alloc(CUdeviceptr* pointer, size_t bytes, MemoryPool* pool, CUstream handle) {
   if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (resolve_stream_locked(handle) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* stream = resolve_stream_locked(handle);
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = capture_refusal_locked(*stream); refused != CUDA_SUCCESS) return refused;
   void* allocated = nullptr;
   CUresult result = device_malloc_locked(pool->device, bytes, true, &allocated);
   if (result != CUDA_SUCCESS) return result;
@@ -86,6 +96,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr pointer, CUstream str
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = capture_refusal_locked(*resolved); refused != CUDA_SUCCESS) return refused;
   Region* region = find_region_locked(to_address(pointer));
   if (region == nullptr || region->begin != to_address(pointer) || region->kind != RegionKind::malloc ||
       region->free_pending)

@@ -1,5 +1,6 @@
 // Driver API: streams, events, context synchronization and (no-op) kernel launches, on the
-// pending-work model of core/pending_work (Notes [Vector clocks], [Legacy default stream]).
+// pending-work model of core/pending_work (Notes [Vector clocks], [Legacy default stream]),
+// under the capture rules of core/stream_capture (Note [Stream capture]).
 // Invariant: a query answers CUDA_ERROR_NOT_READY exactly while the work it names is pending.
 #include <algorithm>
 
@@ -11,9 +12,10 @@ using namespace simcuda;
 
 namespace {
 
-// Note [Stream capture]: querying or synchronizing a capturing stream, or any stream while
-// a capture forbids it.
+// Note [Stream capture]: querying or synchronizing the legacy stream while a blocking stream
+// captures, a capturing stream, or any stream while a capture prohibits it.
 CUresult capture_refusal_locked(Stream& stream) {
+  if (CUresult refused = check_legacy_stream_use_locked(stream, true); refused != CUDA_SUCCESS) return refused;
   if (CUresult refused = check_stream_not_capturing_locked(stream); refused != CUDA_SUCCESS) return refused;
   return check_unsafe_call_locked();
 }
@@ -38,6 +40,20 @@ CUresult create_stream(CUstream* out, unsigned int flags, int priority) {
   return CUDA_SUCCESS;
 }
 
+// Note [Stream capture]: on a capturing stream the event becomes captured, or with
+// CU_EVENT_RECORD_EXTERNAL an event record node.
+CUresult record_event(CUevent event, CUstream stream, unsigned int flags) {
+  if ((flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  Event* recorded = resolve_event_locked(event);
+  Stream* resolved = resolve_stream_locked(stream);
+  if (recorded == nullptr || resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
+  if ((flags & CU_EVENT_RECORD_EXTERNAL) != 0) return capture_external_record_locked(*recorded, *resolved);
+  record_event_locked(*recorded, *resolved);
+  return CUDA_SUCCESS;
+}
+
 float elapsed_ms(CUresult* result, CUevent start_handle, CUevent end_handle) {
   auto lock = lock_state();
   Event* start = resolve_event_locked(start_handle);
@@ -46,6 +62,9 @@ float elapsed_ms(CUresult* result, CUevent start_handle, CUevent end_handle) {
     *result = CUDA_ERROR_INVALID_HANDLE;
     return 0;
   }
+  *result = check_event_not_captured_locked(*start);  // Note [Stream capture]
+  if (*result == CUDA_SUCCESS) *result = check_event_not_captured_locked(*end);
+  if (*result != CUDA_SUCCESS) return 0;
   if (!start->recorded || !end->recorded || !event_complete_locked(*start) || !event_complete_locked(*end)) {
     *result = CUDA_ERROR_NOT_READY;
     return 0;
@@ -98,17 +117,20 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-SIMCUDA_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+SIMCUDA_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
   SIMCUDA_DRIVER_ENTER();
+  if ((flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) != 0) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   Event* waited = resolve_event_locked(event);
   if (resolved == nullptr || waited == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  // Note [Stream capture]: a fork, a join, or an isolation violation.
-  const bool in_capture = resolved->capture != nullptr || waited->captured_in != 0;
-  if (CUresult result = capture_wait_locked(*resolved, *waited); result != CUDA_SUCCESS) return result;
-  if (in_capture) return CUDA_SUCCESS;
-  wait_event_locked(*resolved, *waited);
+  // Note [Stream capture]: a fork, a join, an external wait node, or a capture rule broken.
+  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
+  bool ordinary = false;
+  const bool external = (flags & CU_EVENT_WAIT_EXTERNAL) != 0;
+  if (CUresult result = capture_wait_locked(*resolved, *waited, external, &ordinary); result != CUDA_SUCCESS)
+    return result;
+  if (ordinary) wait_event_locked(*resolved, *waited);
   return CUDA_SUCCESS;
 }
 
@@ -152,36 +174,6 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream stream, unsigned long lon
   return CUDA_SUCCESS;
 }
 
-// Stream capture is not emulated: no stream is ever capturing.
-SIMCUDA_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
-  SIMCUDA_DRIVER_ENTER();
-  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *status = capture_status_locked(*resolved, nullptr);
-  return CUDA_SUCCESS;
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus* status,
-                                                          cuuint64_t* id, CUgraph* graph,
-                                                          const CUgraphNode** dependencies,
-                                                          const CUgraphEdgeData** edge_data, size_t* count) {
-  SIMCUDA_DRIVER_ENTER();
-  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  uint64_t capture_id = 0;
-  *status = capture_status_locked(*resolved, &capture_id);
-  if (id != nullptr) *id = capture_id;
-  if (graph != nullptr) *graph = nullptr;  // the graph under construction is not exposed
-  if (dependencies != nullptr) *dependencies = nullptr;
-  if (edge_data != nullptr) *edge_data = nullptr;
-  if (count != nullptr) *count = 0;
-  return CUDA_SUCCESS;
-}
-
 SIMCUDA_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
@@ -204,22 +196,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int flags
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
   SIMCUDA_DRIVER_ENTER();
-  auto lock = lock_state();
-  Event* recorded = resolve_event_locked(event);
-  Stream* resolved = resolve_stream_locked(stream);
-  if (recorded == nullptr || resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  record_event_locked(*recorded, *resolved);
-  return CUDA_SUCCESS;
+  return record_event(event, stream, CU_EVENT_RECORD_DEFAULT);
 }
 
-SIMCUDA_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int) {
+SIMCUDA_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int flags) {
   SIMCUDA_DRIVER_ENTER();
-  auto lock = lock_state();
-  Event* recorded = resolve_event_locked(event);
-  Stream* resolved = resolve_stream_locked(stream);
-  if (recorded == nullptr || resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  record_event_locked(*recorded, *resolved);
-  return CUDA_SUCCESS;
+  return record_event(event, stream, flags);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
@@ -271,6 +253,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigne
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
   // Kernels run nothing here; a capture still records a (no-op) kernel node.
   std::vector<Access> no_accesses;
   std::function<void()> nothing;
@@ -285,6 +268,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream stream, CUhostFn funct
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
   launch_locked(*resolved, {}, [function, user_data] { queue_host_callback_locked([=] { function(user_data); }); },
                 "hostFunc", 0);
   return CUDA_SUCCESS;
@@ -297,6 +281,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamAddCallback(CUstream stream, CUstreamCal
   auto lock = lock_state();
   Stream* resolved = resolve_stream_locked(stream);
   if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
+  // Note [Stream capture]: CUDA documents stream callbacks as unsupported in a capture.
+  if (CUresult refused = refuse_uncapturable_locked(*resolved); refused != CUDA_SUCCESS) return refused;
   launch_locked(*resolved, {}, [stream, callback, user_data] {
     queue_host_callback_locked([=] { callback(stream, CUDA_SUCCESS, user_data); });
   }, "streamCallback", 0);

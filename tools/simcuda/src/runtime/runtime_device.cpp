@@ -198,7 +198,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSetLimit(cudaLimit, size_t) {
   return cudaSuccess;
 }
 
-// Graph memory is never used (no capture), so its attributes read 0.
+// Graph memory nodes are not emulated (Note [Stream capture]), so its attributes read 0.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType, void* value) {
   SIMCUDA_RUNTIME_ENTER();
   int count = 0;

@@ -1,7 +1,6 @@
 // Runtime API: device memory (cudaMalloc/Free, stream-ordered pools), copies, memsets,
 // memory info, pointer attributes, IPC handles and host allocations.
 // Invariant: device memory calls act on the current device's primary context.
-#include <cstdlib>
 #include <cstring>
 
 #include "runtime_common.h"
@@ -216,39 +215,31 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void* pointer) {
   return finish(SIMCUDA_DRIVER(cuIpcCloseMemHandle)(device_pointer(pointer)));
 }
 
-// Pinned host memory is ordinary page-aligned host memory.
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void** pointer, size_t bytes, unsigned int) {
+// Pinned host memory is ordinary page-aligned host memory (the driver's cuMemHostAlloc).
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void** pointer, size_t bytes, unsigned int flags) {
   SIMCUDA_RUNTIME_ENTER();
-  if (pointer == nullptr) return finish(cudaErrorInvalidValue);
-  *pointer = nullptr;
-  if (bytes == 0) return cudaSuccess;
-  if (posix_memalign(pointer, 4096, bytes) != 0) return finish(cudaErrorMemoryAllocation);
-  return cudaSuccess;
+  return finish(SIMCUDA_DRIVER(cuMemHostAlloc)(pointer, bytes, flags));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void** pointer, size_t bytes) {
   SIMCUDA_RUNTIME_ENTER();
-  if (pointer == nullptr) return finish(cudaErrorInvalidValue);
-  *pointer = nullptr;
-  if (bytes == 0) return cudaSuccess;
-  if (posix_memalign(pointer, 4096, bytes) != 0) return finish(cudaErrorMemoryAllocation);
-  return cudaSuccess;
+  return finish(SIMCUDA_DRIVER(cuMemAllocHost_v2)(pointer, bytes));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void* pointer) {
   SIMCUDA_RUNTIME_ENTER();
-  std::free(pointer);
-  return cudaSuccess;
+  return finish(SIMCUDA_DRIVER(cuMemFreeHost)(pointer));
 }
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostRegister(void*, size_t, unsigned int) {
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostRegister(void* pointer, size_t bytes, unsigned int flags) {
   SIMCUDA_RUNTIME_ENTER();
-  return cudaSuccess;
+  return finish(SIMCUDA_DRIVER(cuMemHostRegister_v2)(pointer, bytes, flags));
 }
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostUnregister(void*) {
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostUnregister(void* pointer) {
   SIMCUDA_RUNTIME_ENTER();
-  return cudaSuccess;
+  return finish(SIMCUDA_DRIVER(cuMemHostUnregister)(pointer));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaHostGetDevicePointer(void** device, void* host, unsigned int) {

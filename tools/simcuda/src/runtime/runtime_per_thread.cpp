@@ -103,6 +103,32 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t 
   return cudaStreamGetCaptureInfo(per_thread(stream), status, id, graph, dependencies, edge_data, count);
 }
 
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaStreamBeginCapture(per_thread(stream), mode);
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaStreamEndCapture(per_thread(stream), graph);
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                                                        cudaGraphInstantiateParams* params) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaGraphInstantiateWithParams(exec, graph, params);
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaGraphLaunch(exec, per_thread(stream));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGraphUpload_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  SIMCUDA_RUNTIME_ENTER();
+  return cudaGraphUpload(exec, per_thread(stream));
+}
+
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   SIMCUDA_RUNTIME_ENTER();
   return cudaEventRecord(event, per_thread(stream));
