@@ -66,6 +66,7 @@ CUresult instantiate(CUgraphExec* exec, CUgraph graph) {
   if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
   Graph* found = resolve_graph_locked(graph);
+  if (found == nullptr) found = resolve_capturing_graph_locked(graph);  // the nodes captured so far
   if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *exec = reinterpret_cast<CUgraphExec>(instantiate_graph_locked(*found));
   return CUDA_SUCCESS;
