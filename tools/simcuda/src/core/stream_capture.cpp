@@ -33,8 +33,9 @@
 //   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates its capture, in every mode;
 //   destroying a stream of a live capture is refused the same way (conservative: the
 //   documentation is silent).
-// Unsafe calls (by the thread's mode, set with cuThreadExchangeStreamCaptureMode, global by
-//   default, and the mode each capture was begun with): a thread in relaxed mode may make them; a thread in thread-local or global mode may not while
+// Unsafe calls (by the calling thread's own mode, set with cuThreadExchangeStreamCaptureMode
+//   and global until changed, and the mode each capture was begun with): a thread in relaxed
+//   mode may make them; a thread in thread-local or global mode may not while
 //   it has a capture of its own not begun in relaxed mode; a thread in global mode may not while
 //   any other thread has a global-mode capture. A prohibited call fails with
 //   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that prohibit it.
