@@ -76,9 +76,9 @@ int pool_router::use_count(int device, c10::MempoolId_t id) {
   return found == pools_.end() ? 0 : found->second.use_count;
 }
 
-void pool_router::set_use_on_oom(int device, c10::MempoolId_t id, bool use_on_oom) {
+void pool_router::require(int device, c10::MempoolId_t id) {
   std::lock_guard lock(mutex_);
-  entry_locked(device, id).use_on_oom = use_on_oom;
+  entry_locked(device, id);
 }
 
 std::uint64_t pool_router::find(int device, c10::MempoolId_t id) {

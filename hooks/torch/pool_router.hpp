@@ -40,8 +40,8 @@ class pool_router {
   void end(int device, c10::MempoolId_t id);                       // @throws c10::Error (not routing)
   void release(int device, c10::MempoolId_t id);                   // @throws c10::Error (unknown pool)
   int use_count(int device, c10::MempoolId_t id);                  // 0 for unknown or released pools
-  // Checks the pool exists (every pool acts as use_on_oom, Note [Private pools in PyTorch]).
-  void set_use_on_oom(int device, c10::MempoolId_t id, bool use_on_oom);  // @throws c10::Error
+  // Checks that the pool exists. @throws c10::Error
+  void require(int device, c10::MempoolId_t id);
   // The fragless pool of a live pool id, or 0.
   std::uint64_t find(int device, c10::MempoolId_t id);
   // The MempoolId_t a fragless pool was created for ({0, 0} for the device's own cache).
@@ -52,7 +52,6 @@ class pool_router {
   struct pool_entry {
     std::uint64_t pool = 0;
     int use_count = 0;
-    bool use_on_oom = false;
   };
   struct route_entry {
     int device;

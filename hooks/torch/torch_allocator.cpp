@@ -325,10 +325,10 @@ void torch_allocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId
   pools_.create_or_incref(device, mempool_id);
 }
 
-void torch_allocator::setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) {
+void torch_allocator::setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool) {
   // Accepted for every pool, and always in effect: an out-of-memory anywhere releases every
   // pool's unused memory before it is reported (Note [Private pools]).
-  pools_.set_use_on_oom(device, mempool_id, use_on_oom);
+  pools_.require(device, mempool_id);
 }
 
 void torch_allocator::setNoSplit(c10::DeviceIndex, c10::MempoolId_t) {
