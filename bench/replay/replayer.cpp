@@ -105,12 +105,13 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         timed_ns += static_cast<std::uint64_t>((clock_type::now() - start).count());
         ++timed_ops;
       }
+      // Note [Peak over the run]
+      const std::uint64_t reserved = allocator.reserved_bytes();
+      if (reserved > outcome.peak_reserved_bytes) {
+        outcome.peak_reserved_bytes = reserved;
+        outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
+      }
       if (measuring) {
-        const std::uint64_t reserved = allocator.reserved_bytes();
-        if (reserved > outcome.peak_reserved_bytes) {
-          outcome.peak_reserved_bytes = reserved;
-          outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
-        }
         outcome.peak_live_bytes = std::max(outcome.peak_live_bytes, live_bytes);
         outcome.device_used_peak_bytes = std::max(outcome.device_used_peak_bytes, counters.used_bytes());
         sampler.add(i, live_bytes, reserved);

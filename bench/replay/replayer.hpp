@@ -32,6 +32,12 @@ namespace fragless::bench {
 // allocator that keeps what the step needs cached makes none; one that gives memory back
 // or moves pages between uses pays for it again every step.
 
+// Note [Peak over the run]
+// Peak reserved bytes are taken over every repetition, not only the first: an allocator
+// that kept reserved memory low on the first pass and let it grow in later ones (to stop
+// moving pages, say) must show the growth. The timeline plot and the device-call totals
+// are the first repetition's; calls per step are the last one's (Note [Steady state]).
+
 struct replay_options {
   int repetitions = 3;
   std::size_t max_events = 0;       // 0 = all; otherwise replay a prefix (reported)
