@@ -66,6 +66,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     live_block_checker checker;
     timeline_sampler sampler(event_count, options.timeline_points);
     std::uint64_t live_bytes = 0;
+    std::uint64_t last_used_bytes = counters.used_bytes();
     std::uint64_t timed_ns = 0;
     std::uint64_t timed_ops = 0;
     if (measuring) counters.reset();
@@ -106,10 +107,14 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         ++timed_ops;
       }
       // Note [Peak over the run]
-      const std::uint64_t reserved = allocator.reserved_bytes();
-      if (reserved > outcome.peak_reserved_bytes) {
-        outcome.peak_reserved_bytes = reserved;
-        outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
+      std::uint64_t reserved = 0;
+      if (measuring || !counters.available() || counters.used_bytes() != last_used_bytes) {
+        reserved = allocator.reserved_bytes();
+        if (reserved > outcome.peak_reserved_bytes) {
+          outcome.peak_reserved_bytes = reserved;
+          outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
+        }
+        if (!measuring) last_used_bytes = counters.used_bytes();
       }
       if (measuring) {
         outcome.peak_live_bytes = std::max(outcome.peak_live_bytes, live_bytes);

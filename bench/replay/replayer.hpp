@@ -37,6 +37,10 @@ namespace fragless::bench {
 // that kept reserved memory low on the first pass and let it grow in later ones (to stop
 // moving pages, say) must show the growth. The timeline plot and the device-call totals
 // are the first repetition's; calls per step are the last one's (Note [Steady state]).
+// In the warm repetitions reserved bytes are read only when simcuda's device memory in use
+// changed since the last read (every allocator's reserved bytes grow only through a device
+// allocation): reading an allocator's stats after every operation disturbs the caches the
+// timed operations run in, and did double fragless's measured ns/op when we tried it.
 
 struct replay_options {
   int repetitions = 3;
