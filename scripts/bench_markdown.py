@@ -2,7 +2,7 @@
 """Turns fragless-bench's results.json into the README's compact Markdown tables.
 
 One row per workload: the ideal (peak live bytes, 512 B-rounded, rounded up to 2 MiB) and
-each allocator's peak reserved bytes as a multiple of it; the best replayed allocator of a
+each allocator's peak reserved bytes (over every repetition) as a multiple of it; the best replayed allocator of a
 row in bold; geometric means at the bottom (over the workloads where every replayed
 allocator ran ok, like fragless-bench's own summary rows), once over all workloads and once
 over those whose ideal is at least 64 MiB (a 2 MiB page is a large share of a smaller one).
@@ -15,9 +15,9 @@ import json
 import math
 import sys
 
-ALLOCATORS = ["fragless", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
+ALLOCATORS = ["fragless", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
 REPLAYED = ["fragless", "pytorch", "pytorch-expandable"]
-STEADY = ["fragless", "fragless[steady]", "pytorch", "pytorch-expandable"]
+STEADY = ["fragless", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable"]
 
 
 def gib(value):

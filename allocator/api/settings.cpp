@@ -46,6 +46,7 @@ cache_settings settings_from_options(const options& values) {
   settings.compact_threshold_bytes = bytes_or_unlimited(values.compact_threshold_bytes);
   settings.background_compaction = values.background_compaction;
   settings.page_moves = values.page_moves;
+  settings.page_move_headroom = values.page_move_headroom;
   settings.small_segment_bytes = static_cast<std::size_t>(values.small_segment_bytes);
   settings.large_segment_bytes = static_cast<std::size_t>(values.large_segment_bytes);
   return settings;

@@ -92,6 +92,8 @@ void device_cache::initialize() {
   large_.set_max_split(settings_.max_split_bytes);
   large_.set_dedicated_threshold(settings_.dedicated_mapping_bytes);
   large_.set_page_moves(settings_.page_moves);
+  large_.set_page_move_headroom(settings_.page_move_headroom);
+  large_.set_compaction_age(settings_.compaction_age_passes);
   stats_.page_compaction = large_.uses_vmm() ? 1 : 0;
   start_background_compaction();
   stats_.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : as_signed(settings_.max_split_bytes);

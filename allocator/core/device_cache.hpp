@@ -76,6 +76,8 @@ struct cache_settings {
   std::size_t compact_threshold_bytes = SIZE_MAX;        // Note [Compaction]; SIZE_MAX: no automatic pass
   bool background_compaction = false;                    // Note [Compaction]
   bool page_moves = true;                                // Note [Page moves]
+  double page_move_headroom = 0.02;                      // Note [Page moves]
+  std::uint32_t compaction_age_passes = 10;              // Note [Compaction]
   std::int64_t compaction_interval_ns = 1'000'000'000;   // Note [Compaction]
   std::int64_t exact_start_allocations = kExactStartAllocations;  // Note [Exact start]; 0: off
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // Note [Segment sizes]

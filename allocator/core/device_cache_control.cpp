@@ -97,7 +97,7 @@ void device_cache::record_compaction_locked(const compaction_outcome& outcome) n
 
 // Holds device_mutex_. Note [Compaction]: the automatic pass, at most once per interval,
 // only when more than compact_threshold_bytes are cached, and only over pages that stayed
-// free since the previous automatic pass.
+// free through the last compaction_age_passes automatic passes.
 void device_cache::compact_if_due_locked() noexcept {
   if (settings_.compact_threshold_bytes == SIZE_MAX) return;
   const std::int64_t now = now_ns();

@@ -233,7 +233,8 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
 backend::status large_pool::take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
   const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
   backend::status created = backend::status::out_of_memory;
-  if (!page_moves_ && may_grow) {
+  const bool create_first = !page_moves_ || pages_.mapped_count() < growth_allowance_pages();
+  if (create_first && may_grow) {
     created = backend_.create_physical(device_, pages_.page_bytes(), handle);
     if (created == backend::status::ok) {
       ++counters_.device_alloc;
@@ -242,10 +243,20 @@ backend::status large_pool::take_page(std::size_t first, std::size_t end, backen
     // The device refused: a move is the only way left.
   }
   if (take_cached_page(first, end, handle)) return backend::status::ok;
-  if (!page_moves_ || !may_grow) return created;
+  if (create_first || !may_grow) return created;  // no second create after a refusal
   created = backend_.create_physical(device_, pages_.page_bytes(), handle);
   if (created == backend::status::ok) ++counters_.device_alloc;
   return created;
+}
+
+// Note [Page moves]: how many pages may be mapped before a missing page is moved rather
+// than created: the headroom over the peak of live bytes, and never fewer than the peak of
+// pages live blocks touched at once (below that, moving cannot help).
+std::size_t large_pool::growth_allowance_pages() const noexcept {
+  if (page_move_headroom_ <= 0.0) return 0;
+  const double allowed_bytes = static_cast<double>(pages_.live_high_water_bytes()) * (1.0 + page_move_headroom_);
+  const auto allowed_pages = static_cast<std::size_t>(allowed_bytes / static_cast<double>(pages_.page_bytes()));
+  return std::max(pages_.touched_high_water_pages(), allowed_pages);
 }
 
 // Moves a cached free page (outside [first, end)) whose past users are all done.

@@ -84,15 +84,22 @@ namespace fragless::core {
 // what we are judged on.
 
 // Note [Page moves]
-// By default a block that needs a page where none is mapped takes an idle cached free page
-// from elsewhere (Note [Page cache]) before a new one is created: reserved memory stays at
-// the peak of pages live blocks touch at once, the lowest there is. The price is a
-// cuMemUnmap + cuMemMap pair per move, also in steady state: a loop whose blocks touch,
-// over one step, more distinct pages than at its peak moves pages every step (the
-// benchmark reports these calls per step). With page_moves off, new pages are created while
-// the reserved limit and the device allow, and moves happen only when they do not: reserved
-// memory settles at the pages the loop touches over a step (a few % more on the reference
-// traces) and a repeating loop makes no device call after warm-up.
+// A block that needs a page where none is mapped either gets a new physical page
+// (cuMemCreate + cuMemMap) or takes an idle cached free page from elsewhere (Note [Page
+// cache]; cuMemUnmap + cuMemMap, no new memory). Moving keeps reserved memory at the peak
+// of pages live blocks touch at once, the lowest there is, but a loop whose blocks touch,
+// over one step, more distinct pages than at its peak then moves pages every step; creating
+// lets reserved memory settle at the pages the step touches over time, after which a
+// repeating loop makes no device call. The pool does both, in that order:
+//  - while fewer pages are mapped than the growth allowance -- (1 + page_move_headroom) x
+//    the peak of the pool's live bytes, rounded down to pages, and never less than the
+//    peak of pages touched at once -- it creates;
+//  - past the allowance it moves (and creates only when no idle cached page is found).
+// So reserved memory exceeds what moving alone would reserve only up to the headroom (2 %
+// by default, the geometric-mean target of the compaction work), and a loop whose pages
+// over a step fit in it reaches zero device calls per step (as long as automatic
+// compaction leaves its pages alone, Note [Compaction]). page_move_headroom 0 restores pure moving;
+// page_moves off never moves while the reserved limit and the device allow.
 
 // Note [Compaction]
 // A compaction pass gives back free pages: every mapped page no live block touches is
@@ -107,10 +114,16 @@ namespace fragless::core {
 //  - on empty_cache()/trim() and before an out-of-memory error, after a device
 //    synchronization, keeping nothing / the bytes asked for (Note [Out of memory]);
 //  - automatically, when cached free bytes exceed compact_threshold_bytes, at most once per
-//    cache_settings::compaction_interval_ns (1 s), from the allocation slow path (or a background thread with
-//    background_compaction). An automatic pass only takes pages that stayed free since
-//    before the previous automatic pass (page_map epochs), so a loop that reuses its pages
-//    within an interval keeps them mapped: no map/unmap churn in steady state.
+//    cache_settings::compaction_interval_ns (1 s), from the allocation slow path (or a
+//    background thread with background_compaction). An automatic pass only takes pages
+//    that stayed free through the last cache_settings::compaction_age_passes (10) passes
+//    (page_map epochs advance with each pass), so at the default interval a page must have
+//    been idle for about ten seconds: a training loop whose steps are shorter than that
+//    keeps its pages mapped and makes no map/unmap call in steady state, while memory a
+//    shrinking workload no longer touches goes back within seconds. (With one pass of
+//    age, a loop whose step outlasts the interval returned pages mid-step and created them
+//    again in the next one: the benchmark's longest traces showed thousands of calls per
+//    step that way.)
 // In cudaMalloc mode a pass releases whole free idle segments only; the stats say page
 // compaction is off (page_compaction = 0).
 
@@ -207,6 +220,11 @@ class large_pool {
   void set_dedicated_threshold(std::size_t threshold_bytes) noexcept { dedicated_threshold_bytes_ = threshold_bytes; }
   // Note [Page moves]
   void set_page_moves(bool enabled) noexcept { page_moves_ = enabled; }
+  void set_page_move_headroom(double fraction) noexcept { page_move_headroom_ = fraction; }
+  // Note [Page moves]: pages that may be mapped before missing ones are moved, not created.
+  std::size_t growth_allowance_pages() const noexcept;
+  // Note [Compaction]: automatic passes take only what stayed free through this many passes.
+  void set_compaction_age(std::uint32_t passes) noexcept { compaction_age_passes_ = passes < 1 ? 1 : passes; }
   // Note [Max split size]; SIZE_MAX: no limit.
   void set_max_split(std::size_t max_split_bytes) noexcept { max_split_bytes_ = max_split_bytes; }
 
@@ -293,6 +311,8 @@ class large_pool {
   bool uses_vmm_ = false;
   bool skip_stream_waits_ = false;
   bool page_moves_ = true;  // Note [Page moves]
+  double page_move_headroom_ = 0.0;
+  std::uint32_t compaction_age_passes_ = 1;
   free_index index_;
   std::size_t reserved_limit_bytes_ = SIZE_MAX;
   large_pool_counters counters_;

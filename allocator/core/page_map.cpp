@@ -67,6 +67,9 @@ void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {
     if (target.live_bytes == 0) cached_free_.erase(index);
     target.live_bytes += bytes;
   });
+  live_total_bytes_ += size_bytes;
+  live_high_water_bytes_ = std::max(live_high_water_bytes_, live_total_bytes_);
+  touched_high_water_pages_ = std::max(touched_high_water_pages_, mapped_count_ - cached_free_.size());
 }
 
 void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {
@@ -79,6 +82,7 @@ void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {
       target.free_since_epoch = epoch_;
     }
   });
+  live_total_bytes_ -= size_bytes;
 }
 
 }  // namespace fragless::core

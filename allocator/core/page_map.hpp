@@ -57,6 +57,9 @@ class page_map {
   // Maximal runs of consecutive mapped pages (what the stats call device segments).
   std::size_t mapped_run_count() const noexcept { return mapped_run_count_; }
   std::size_t mapped_bytes() const noexcept { return mapped_count_ * page_bytes_; }
+  // Highest live bytes and highest count of pages live blocks touch, at any one time.
+  std::size_t live_high_water_bytes() const noexcept { return live_high_water_bytes_; }
+  std::size_t touched_high_water_pages() const noexcept { return touched_high_water_pages_; }
 
  private:
   struct page_state {
@@ -75,6 +78,9 @@ class page_map {
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;
   std::uint32_t epoch_ = 0;
+  std::size_t live_total_bytes_ = 0;
+  std::size_t live_high_water_bytes_ = 0;
+  std::size_t touched_high_water_pages_ = 0;
   // How many of the page's neighbours are mapped.
   std::size_t mapped_neighbours(std::size_t page) const noexcept;
 };

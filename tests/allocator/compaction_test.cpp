@@ -322,6 +322,7 @@ TEST_CASE("automatic compaction takes only pages free since the previous pass", 
   core::cache_settings settings;
   settings.compact_threshold_bytes = 4 * kMiB;
   settings.compaction_interval_ns = 0;  // a pass at every slow-path point: epochs are deterministic
+  settings.compaction_age_passes = 1;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::vector<void*> blocks;
@@ -364,6 +365,47 @@ TEST_CASE("automatic compaction takes only pages free since the previous pass", 
   }
   CHECK(loop_cache.stats().num_map == maps_after_warmup);
   CHECK(loop_cache.stats().num_unmap == unmaps_after_warmup);
+}
+
+TEST_CASE("automatic compaction takes a page only after it stayed free through compaction_age_passes passes",
+          "[compaction]") {
+  // A is freed, then every allocation and free of C is a slow-path point with a pass
+  // (interval 0). C does
+  // not fit A's hole and pages are not moved, so A's pages stay untouched: they must survive the passes that find
+  // them younger than the age and go at the first that finds them old enough.
+  for (std::uint32_t age : {1u, 3u, 10u}) {
+    INFO("age " << age);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.compact_threshold_bytes = 0;
+    settings.compaction_interval_ns = 0;
+    settings.compaction_age_passes = age;
+    settings.page_moves = false;  // C gets new pages; A's pages leave only by compaction
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    void* a = instance->allocate(4 * kMiB, 0, nullptr);
+    void* b = instance->allocate(4 * kMiB, 0, nullptr);
+    const std::int64_t passes_before = cache.stats().num_compactions;
+    instance->deallocate(a);  // pass 1 finds A at age 0
+    std::int64_t passes_while_mapped = 0;
+    // Both the allocation and the free of C are slow-path points with a pass.
+    auto note_passes = [&] {
+      if (simcuda_is_accessible(a, 4 * kMiB)) passes_while_mapped = cache.stats().num_compactions - passes_before;
+    };
+    note_passes();
+    for (int step = 0; step < 20 && simcuda_is_accessible(a, 4 * kMiB); ++step) {
+      void* c = instance->allocate(6 * kMiB, 0, nullptr);
+      note_passes();
+      instance->deallocate(c);
+      note_passes();
+    }
+    // Pass k sees A at age k - 1: the passes that left it mapped are exactly 1..age.
+    CHECK_FALSE(simcuda_is_accessible(a, 4 * kMiB));
+    CHECK(passes_while_mapped == static_cast<std::int64_t>(age));
+    CHECK(simcuda_is_accessible(b, 4 * kMiB));
+    check_consistency(cache.snapshot(), cache.stats());
+    instance->deallocate(b);
+  }
 }
 
 TEST_CASE("background compaction returns free pages with no allocator call", "[compaction]") {
@@ -507,6 +549,7 @@ TEST_CASE("page_moves off: a loop that touches more pages than its peak settles 
     reset_simcuda();
     core::cache_settings settings;
     settings.page_moves = moves;
+    settings.page_move_headroom = 0.0;  // pure moving: see the headroom case below
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     auto calls = [&] {
@@ -532,6 +575,50 @@ TEST_CASE("page_moves off: a loop that touches more pages than its peak settles 
       CHECK(last_step_calls == 0);
       CHECK(peak <= static_cast<std::int64_t>(20 * kMiB));  // the footprint of A, B and C
     }
+  }
+}
+
+TEST_CASE("page_move_headroom: pages are created up to the headroom, moved past it", "[compaction]") {
+  // The loop of the case above: peak live 14 MiB (B and C), 7 pages touched at once, 10
+  // pages touched over a step. A headroom of 50 % allows floor(14 * 1.5 / 2) = 10 pages:
+  // the step's pages all stay mapped and the loop settles at zero calls. 10 % allows
+  // floor(7.7) = 7 pages, no more than the peak touched at once: it keeps moving, and
+  // reserved memory stays at those 7 pages.
+  struct expectation {
+    double headroom;
+    bool zero_calls;
+    std::size_t peak_bytes_at_most;
+  };
+  for (const expectation& expected : {expectation{0.5, true, 20 * kMiB}, expectation{0.1, false, 14 * kMiB}}) {
+    INFO("headroom " << expected.headroom);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.page_move_headroom = expected.headroom;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    auto calls = [&] {
+      const device_stats stats = cache.stats();
+      return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
+    };
+    std::int64_t last_step_calls = -1;
+    for (int step = 0; step < 6; ++step) {
+      const std::int64_t before = calls();
+      void* a = instance->allocate(6 * kMiB, 0, nullptr);
+      void* b = instance->allocate(6 * kMiB, 0, nullptr);
+      fill_pattern(b, 6 * kMiB, 11);
+      instance->deallocate(a);
+      void* c = instance->allocate(8 * kMiB, 0, nullptr);
+      fill_pattern(c, 8 * kMiB, 12);
+      CHECK(check_pattern(b, 6 * kMiB, 11));
+      CHECK(check_pattern(c, 8 * kMiB, 12));
+      instance->deallocate(b);
+      instance->deallocate(c);
+      last_step_calls = calls() - before;
+    }
+    const device_stats stats = cache.stats();
+    CHECK((last_step_calls == 0) == expected.zero_calls);
+    CHECK(stats.reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(expected.peak_bytes_at_most));
+    if (!expected.zero_calls) CHECK(stats.num_page_moves > 0);
   }
 }
 
