@@ -539,51 +539,73 @@ TEST_CASE("a VMM call failing in the middle of compaction or stitching loses not
   REQUIRE(simcuda_set_capacity(0, std::uint64_t{80} << 30) == 0);
 }
 
+namespace {
+
+struct loop_outcome {
+  std::int64_t last_step_calls = -1;
+  std::int64_t peak_reserved_bytes = 0;
+  std::int64_t page_moves = 0;
+};
+
+// Six steps of: A and B (6 MiB), free A, C (8 MiB: too large for A's hole), free B and C.
+// Peak live 14 MiB (B and C), 7 pages touched at once, 10 pages touched over a step. B and
+// C carry patterns checked while both are live.
+loop_outcome run_three_block_loop(const core::cache_settings& settings) {
+  reset_simcuda();
+  auto instance = make_simcuda_allocator(settings);
+  core::device_cache& cache = instance->device(0);
+  auto calls = [&] {
+    const device_stats stats = cache.stats();
+    return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
+  };
+  loop_outcome outcome;
+  for (int step = 0; step < 6; ++step) {
+    const std::int64_t before = calls();
+    void* a = instance->allocate(6 * kMiB, 0, nullptr);
+    void* b = instance->allocate(6 * kMiB, 0, nullptr);
+    fill_pattern(b, 6 * kMiB, 11);
+    instance->deallocate(a);
+    void* c = instance->allocate(8 * kMiB, 0, nullptr);
+    fill_pattern(c, 8 * kMiB, 12);
+    CHECK(check_pattern(b, 6 * kMiB, 11));
+    CHECK(check_pattern(c, 8 * kMiB, 12));
+    instance->deallocate(b);
+    instance->deallocate(c);
+    outcome.last_step_calls = calls() - before;
+  }
+  const device_stats stats = cache.stats();
+  outcome.peak_reserved_bytes = stats.reserved_bytes[pool_all].peak;
+  outcome.page_moves = stats.num_page_moves;
+  return outcome;
+}
+
+}  // namespace
+
 TEST_CASE("page_moves off: a loop that touches more pages than its peak settles at zero device calls",
           "[compaction]") {
-  // Each step: A and B, free A, then C too large for A's hole. With page moves on, C takes
-  // A's freed pages and A takes them back next step: calls every step, reserved at the peak.
-  // With page moves off, C gets new pages once; after that every step finds its pages.
+  // With pure page moves, C takes A's freed pages and A takes them back next step: calls
+  // every step, reserved at the peak. With page moves off, C gets new pages once; after
+  // that every step finds its pages.
   for (bool moves : {true, false}) {
     INFO("page_moves " << moves);
-    reset_simcuda();
     core::cache_settings settings;
     settings.page_moves = moves;
     settings.page_move_headroom = 0.0;  // pure moving: see the headroom case below
-    auto instance = make_simcuda_allocator(settings);
-    core::device_cache& cache = instance->device(0);
-    auto calls = [&] {
-      const device_stats stats = cache.stats();
-      return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
-    };
-    std::int64_t last_step_calls = -1;
-    for (int step = 0; step < 6; ++step) {
-      const std::int64_t before = calls();
-      void* a = instance->allocate(6 * kMiB, 0, nullptr);
-      void* b = instance->allocate(6 * kMiB, 0, nullptr);
-      instance->deallocate(a);
-      void* c = instance->allocate(8 * kMiB, 0, nullptr);
-      instance->deallocate(b);
-      instance->deallocate(c);
-      last_step_calls = calls() - before;
-    }
-    const auto peak = cache.stats().reserved_bytes[pool_all].peak;
+    const loop_outcome outcome = run_three_block_loop(settings);
     if (moves) {
-      CHECK(last_step_calls > 0);
-      CHECK(peak <= static_cast<std::int64_t>(14 * kMiB));  // the pages of B and C at once
+      CHECK(outcome.last_step_calls > 0);
+      CHECK(outcome.peak_reserved_bytes <= static_cast<std::int64_t>(14 * kMiB));  // B and C at once
     } else {
-      CHECK(last_step_calls == 0);
-      CHECK(peak <= static_cast<std::int64_t>(20 * kMiB));  // the footprint of A, B and C
+      CHECK(outcome.last_step_calls == 0);
+      CHECK(outcome.peak_reserved_bytes <= static_cast<std::int64_t>(20 * kMiB));  // A, B and C
     }
   }
 }
 
 TEST_CASE("page_move_headroom: pages are created up to the headroom, moved past it", "[compaction]") {
-  // The loop of the case above: peak live 14 MiB (B and C), 7 pages touched at once, 10
-  // pages touched over a step. A headroom of 50 % allows floor(14 * 1.5 / 2) = 10 pages:
-  // the step's pages all stay mapped and the loop settles at zero calls. 10 % allows
-  // floor(7.7) = 7 pages, no more than the peak touched at once: it keeps moving, and
-  // reserved memory stays at those 7 pages.
+  // A headroom of 50 % allows floor(14 * 1.5 / 2) = 10 pages: the step's pages all stay
+  // mapped and the loop settles at zero calls. 10 % allows floor(7.7) = 7 pages, no more
+  // than the peak touched at once: it keeps moving, and reserved memory stays at 7 pages.
   struct expectation {
     double headroom;
     bool zero_calls;
@@ -591,34 +613,12 @@ TEST_CASE("page_move_headroom: pages are created up to the headroom, moved past 
   };
   for (const expectation& expected : {expectation{0.5, true, 20 * kMiB}, expectation{0.1, false, 14 * kMiB}}) {
     INFO("headroom " << expected.headroom);
-    reset_simcuda();
     core::cache_settings settings;
     settings.page_move_headroom = expected.headroom;
-    auto instance = make_simcuda_allocator(settings);
-    core::device_cache& cache = instance->device(0);
-    auto calls = [&] {
-      const device_stats stats = cache.stats();
-      return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
-    };
-    std::int64_t last_step_calls = -1;
-    for (int step = 0; step < 6; ++step) {
-      const std::int64_t before = calls();
-      void* a = instance->allocate(6 * kMiB, 0, nullptr);
-      void* b = instance->allocate(6 * kMiB, 0, nullptr);
-      fill_pattern(b, 6 * kMiB, 11);
-      instance->deallocate(a);
-      void* c = instance->allocate(8 * kMiB, 0, nullptr);
-      fill_pattern(c, 8 * kMiB, 12);
-      CHECK(check_pattern(b, 6 * kMiB, 11));
-      CHECK(check_pattern(c, 8 * kMiB, 12));
-      instance->deallocate(b);
-      instance->deallocate(c);
-      last_step_calls = calls() - before;
-    }
-    const device_stats stats = cache.stats();
-    CHECK((last_step_calls == 0) == expected.zero_calls);
-    CHECK(stats.reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(expected.peak_bytes_at_most));
-    if (!expected.zero_calls) CHECK(stats.num_page_moves > 0);
+    const loop_outcome outcome = run_three_block_loop(settings);
+    CHECK((outcome.last_step_calls == 0) == expected.zero_calls);
+    CHECK(outcome.peak_reserved_bytes <= static_cast<std::int64_t>(expected.peak_bytes_at_most));
+    if (!expected.zero_calls) CHECK(outcome.page_moves > 0);
   }
 }
 
