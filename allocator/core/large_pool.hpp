@@ -163,7 +163,7 @@ struct reserved_region {
 // What a compaction pass may do (Note [Compaction]).
 struct compaction_pass {
   bool synchronized = false;        // the device was synchronized and forget_streams() called
-  bool aged_only = false;           // only pages free since before the previous automatic pass
+  bool aged_only = false;           // only what stayed free through compaction_age_passes passes
   std::size_t bytes_to_keep = 0;    // cached free bytes (pages + cached mappings) left
 };
 struct compaction_outcome {
@@ -313,6 +313,10 @@ class large_pool {
   bool page_moves_ = true;  // Note [Page moves]
   double page_move_headroom_ = 0.0;
   std::uint32_t compaction_age_passes_ = 1;
+  // Note [Compaction]: whether memory free since `free_since_epoch` may go in an aged pass.
+  bool old_enough(std::uint32_t free_since_epoch) const noexcept {
+    return pages_.epoch() - free_since_epoch >= compaction_age_passes_;
+  }
   free_index index_;
   std::size_t reserved_limit_bytes_ = SIZE_MAX;
   large_pool_counters counters_;

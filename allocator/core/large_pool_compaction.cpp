@@ -43,7 +43,7 @@ void large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_
   std::uintptr_t busy_end = 0;
   for (std::size_t page : pages) {
     if (*mapped_cached <= pass.bytes_to_keep) break;
-    if (pass.aged_only && pages_.epoch() - pages_.free_since_epoch(page) < compaction_age_passes_) continue;
+    if (pass.aged_only && !old_enough(pages_.free_since_epoch(page))) continue;
     const std::uintptr_t address = pages_.page_address(page);
     if (!pass.synchronized) {
       if (address >= busy_start && address < busy_end) continue;

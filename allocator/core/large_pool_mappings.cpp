@@ -175,7 +175,7 @@ void large_pool::release_dedicated_mappings(const compaction_pass& pass, std::si
     auto next = std::next(at);  // release_dedicated erases the entry
     const std::uintptr_t base = at->first;
     const dedicated_mapping& mapping = at->second;
-    const bool eligible = !mapping.in_use && !(pass.aged_only && pages_.epoch() - mapping.free_since_epoch < compaction_age_passes_) &&
+    const bool eligible = !mapping.in_use && !(pass.aged_only && !old_enough(mapping.free_since_epoch)) &&
                           (pass.synchronized || streams_idle(mapping.streams));
     at = next;
     if (!eligible) continue;

@@ -108,13 +108,14 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       }
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
-      if (measuring || !counters.available() || counters.used_bytes() != last_used_bytes) {
+      const std::uint64_t used_bytes = measuring ? 0 : counters.used_bytes();
+      if (measuring || !counters.available() || used_bytes != last_used_bytes) {
         reserved = allocator.reserved_bytes();
         if (reserved > outcome.peak_reserved_bytes) {
           outcome.peak_reserved_bytes = reserved;
           outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
         }
-        if (!measuring) last_used_bytes = counters.used_bytes();
+        last_used_bytes = used_bytes;
       }
       if (measuring) {
         outcome.peak_live_bytes = std::max(outcome.peak_live_bytes, live_bytes);

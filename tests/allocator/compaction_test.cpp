@@ -370,9 +370,9 @@ TEST_CASE("automatic compaction takes only pages free since the previous pass", 
 TEST_CASE("automatic compaction takes a page only after it stayed free through compaction_age_passes passes",
           "[compaction]") {
   // A is freed, then every allocation and free of C is a slow-path point with a pass
-  // (interval 0). C does
-  // not fit A's hole and pages are not moved, so A's pages stay untouched: they must survive the passes that find
-  // them younger than the age and go at the first that finds them old enough.
+  // (interval 0). C does not fit A's hole and pages are not moved, so A's pages stay
+  // untouched: they must survive the passes that find them younger than the age and go at
+  // the first that finds them old enough.
   for (std::uint32_t age : {1u, 3u, 10u}) {
     INFO("age " << age);
     reset_simcuda();
