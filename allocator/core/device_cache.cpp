@@ -54,7 +54,10 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       settings_(settings),
       instance_id_(next_instance_id.fetch_add(1)),
       small_limit_bytes_(std::min(settings.small_limit_bytes, kSmallLimitBytes)),
-      exact_start_remaining_(settings.exact_start_allocations),
+      exact_start_initial_(settings.exact_start_allocations <= 0
+                               ? 0
+                               : std::max(settings.exact_start_allocations, settings.small_program_exact_allocations)),
+      exact_start_remaining_(exact_start_initial_),
       events_(device_backend, device),
       large_(device_backend, device, events_) {}
 
@@ -151,8 +154,15 @@ void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
     }
     throw_out_of_memory_locked(request_bytes);
   }
-  if (request_bytes <= small_limit_bytes_ && !take_exact_start()) return allocate_small(request_bytes, stream);
-  return allocate_large(request_bytes, stream);
+  if (request_bytes > small_limit_bytes_) return allocate_large(request_bytes, stream);
+  if (!take_exact_start()) return allocate_small(request_bytes, stream);
+  return allocate_large(request_bytes, stream, true);
+}
+
+void device_cache::end_exact_start_if_due_locked() noexcept {
+  const std::int64_t taken = exact_start_initial_ - exact_start_remaining_.load(std::memory_order_relaxed);
+  if (taken >= settings_.exact_start_allocations && reserved_high_water_bytes_ > settings_.small_program_reserved_bytes)
+    exact_start_remaining_.store(0, std::memory_order_relaxed);
 }
 
 // Hot path (cache hit): one shard lock, the stats lock, one live-map shard lock.
@@ -222,13 +232,14 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
   return reinterpret_cast<void*>(address);
 }
 
-void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream) {
+void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, bool exact_start) {
   shard_for(stream);  // checks the stream's device once per stream
   std::size_t size_bytes = rounded_request_bytes(request_bytes);
   std::uintptr_t address = 0;
   {
     std::lock_guard<std::mutex> lock(device_mutex_);
     address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
+    if (exact_start) end_exact_start_if_due_locked();
     const small_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     if (size_bytes >= settings_.max_split_bytes) stats_.oversize_allocations.increase(1);
@@ -375,6 +386,7 @@ void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
 // Holds device_mutex_. Folds the large pool's reserved bytes and counters into the stats.
 void device_cache::account_device_locked() noexcept {
   const std::size_t reserved = large_.reserved_bytes();
+  reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved);
   const std::size_t segments = large_.device_segment_count();
   const large_pool_counters& now = large_.counters();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);

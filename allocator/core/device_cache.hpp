@@ -56,12 +56,20 @@ namespace fragless::core {
 // Note [Exact start]
 // A device's first kExactStartAllocations small requests skip the size-class slabs and are
 // placed exactly, at 512 B granularity, in the large pool (Note [Placement]). A program
-// that allocates little -- a small model, a compiler-planned set of buffers -- then
-// reserves what best fit needs, with no class rounding and no partly used slabs; a program
 // that allocates a lot is past the threshold within its first iterations and gets the
-// slab fast path for the rest of its life. Blocks placed exactly stay large-pool blocks
-// until freed. The check on the hot path reads one counter that stops changing at zero.
+// slab fast path for the rest of its life. A small program -- one whose reserved memory
+// never exceeded kSmallProgramReservedBytes -- keeps exact placement for up to
+// kSmallProgramExactAllocations small requests: for it the slabs' class rounding and partly
+// used slabs (up to ~2.5 MiB over 40 classes) are a large share of its memory, and a
+// program that repeats a planned set of buffers would otherwise switch to slabs part way
+// through a repetition, needing new slabs on top of the page its exactly placed buffers
+// already fill (a 1 MiB buffer set then reserves two pages where one holds it). The bound
+// on requests keeps a small program with a high allocation rate from paying the slow path
+// for long. Blocks placed exactly stay large-pool blocks until freed. The hot path reads one
+// counter that stops changing at zero; the end is decided on the exact path (device lock).
 inline constexpr std::int64_t kExactStartAllocations = 1024;
+inline constexpr std::int64_t kSmallProgramExactAllocations = 65536;
+inline constexpr std::size_t kSmallProgramReservedBytes = std::size_t{64} << 20;
 
 struct cache_settings {
   bool use_vmm = true;
@@ -80,6 +88,8 @@ struct cache_settings {
   std::uint32_t compaction_age_passes = 10;              // Note [Compaction]
   std::int64_t compaction_interval_ns = 1'000'000'000;   // Note [Compaction]
   std::int64_t exact_start_allocations = kExactStartAllocations;  // Note [Exact start]; 0: off
+  std::int64_t small_program_exact_allocations = kSmallProgramExactAllocations;  // Note [Exact start]
+  std::size_t small_program_reserved_bytes = kSmallProgramReservedBytes;        // Note [Exact start]
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // Note [Segment sizes]
   std::size_t large_segment_bytes = std::size_t{20} << 20;  // Note [Segment sizes]
 };
@@ -152,7 +162,11 @@ class device_cache {
   stream_shard& shard_for(stream_id stream);
   stream_shard& create_shard(stream_id stream);
   void* allocate_small(std::size_t request_bytes, stream_id stream);
-  void* allocate_large(std::size_t request_bytes, stream_id stream);
+  // `exact_start`: a small request placed exactly (Note [Exact start]).
+  void* allocate_large(std::size_t request_bytes, stream_id stream, bool exact_start = false);
+  // Note [Exact start]: ends exact placement once a program past kExactStartAllocations
+  // small requests is not a small program. Holds device_mutex_.
+  void end_exact_start_if_due_locked() noexcept;
   // Slow paths. All hold device_mutex_.
   // `placed_bytes` (if given) receives the block's size (Note [Max split size]).
   std::uintptr_t place_large_locked(std::size_t size_bytes, std::size_t request_bytes, stream_id stream,
@@ -200,7 +214,9 @@ class device_cache {
   const std::size_t small_limit_bytes_;
   std::uint64_t capacity_bytes_ = 0;
 
+  const std::int64_t exact_start_initial_;
   std::atomic<std::int64_t> exact_start_remaining_;
+  std::size_t reserved_high_water_bytes_ = 0;  // under device_mutex_ (Note [Exact start])
   std::atomic<std::uint64_t> private_pool_{0};
   std::mutex device_mutex_;
   event_pool events_;

@@ -88,6 +88,60 @@ TEST_CASE("reset_peak_stats and reset_accumulated_stats", "[control]") {
   CHECK(cache.stats().allocation[pool_all].freed == 1);
 }
 
+// Note [Exact start]: exactly placed small blocks are large-pool blocks, slab objects are
+// small-pool ones, so the pools' allocation counts tell which path served each request.
+namespace {
+std::int64_t small_pool_allocations(core::device_cache& cache) {
+  return cache.stats(false).allocation[pool_small].allocated;
+}
+void small_pairs(fragless::core::allocator& instance, int count) {
+  for (int i = 0; i < count; ++i) instance.deallocate(instance.allocate(4096 + 512 * (i % 7), 0, nullptr));
+}
+}  // namespace
+
+TEST_CASE("exact start: a small program stays exact, a large one switches to slabs", "[control][exact_start]") {
+  SECTION("a large program: exact for the first requests, slabs from then on") {
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.exact_start_allocations = 100;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    instance->deallocate(instance->allocate(settings.small_program_reserved_bytes + kMiB, 0, nullptr));
+    small_pairs(*instance, 100);
+    CHECK(small_pool_allocations(cache) == 0);
+    small_pairs(*instance, 50);
+    CHECK(small_pool_allocations(cache) == 50);
+  }
+  SECTION("a small program keeps exact placement up to its own bound") {
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.exact_start_allocations = 100;
+    settings.small_program_exact_allocations = 400;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    small_pairs(*instance, 400);
+    CHECK(small_pool_allocations(cache) == 0);
+    CHECK(cache.stats(false).reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(2 * kMiB));
+    small_pairs(*instance, 30);
+    CHECK(small_pool_allocations(cache) == 30);
+  }
+  SECTION("a small program that grows large switches at its next small request") {
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.exact_start_allocations = 100;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    small_pairs(*instance, 300);
+    CHECK(small_pool_allocations(cache) == 0);
+    void* big = instance->allocate(settings.small_program_reserved_bytes + kMiB, 0, nullptr);
+    small_pairs(*instance, 1);  // still exact: it is the request that ends exact start
+    CHECK(small_pool_allocations(cache) == 0);
+    small_pairs(*instance, 20);
+    CHECK(small_pool_allocations(cache) == 20);
+    instance->deallocate(big);
+  }
+}
+
 TEST_CASE("C ABI: figures and summary of the global allocator", "[control][c_abi]") {
   void* block = fragless_malloc(5 * kMiB, 0, nullptr);
   REQUIRE(block != nullptr);

@@ -105,8 +105,10 @@ TEST_CASE("torch allocator: recordStream and raw_alloc_with_stream") {
   require_installed();
   c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
   // Past the device's first small requests, which are placed exactly in the shared large
-  // pool (Note [Exact start]): from then on small blocks live in their stream's slabs.
-  // 1025 > kExactStartAllocations (allocator/core/device_cache.hpp).
+  // pool (Note [Exact start]): once the program reserved more than a small program does
+  // and made more than kExactStartAllocations small requests (1024,
+  // allocator/core/device_cache.hpp), small blocks live in their stream's slabs.
+  allocator::raw_delete(allocator::raw_alloc(std::size_t{65} << 20));
   for (int i = 0; i < 1025; ++i) allocator::raw_delete(allocator::raw_alloc(512));
   void* on_side = allocator::raw_alloc_with_stream(8192, side.stream());
   REQUIRE(on_side != nullptr);
