@@ -190,8 +190,24 @@ std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placemen
   if (!range) return std::nullopt;
   const std::uintptr_t at_end = range->address + range->size_bytes - size_bytes;
   const std::size_t new_pages_at_start = pages_.unmapped_pages(range->address, size_bytes, SIZE_MAX);
-  const std::size_t new_pages_at_end = pages_.unmapped_pages(at_end, size_bytes, new_pages_at_start);
-  return std::make_pair(new_pages_at_end < new_pages_at_start ? at_end : range->address, *range);
+  const std::size_t new_pages_at_end = pages_.unmapped_pages(at_end, size_bytes, new_pages_at_start + 1);
+  bool use_end = new_pages_at_end < new_pages_at_start;
+  if (new_pages_at_end == new_pages_at_start && at_end != range->address && size_bytes < pages_.page_bytes())
+    use_end = block_of_size_starts_at(range->address + range->size_bytes, size_bytes) &&
+              !block_of_size_ends_at(range->address, size_bytes);
+  return std::make_pair(use_end ? at_end : range->address, *range);
+}
+
+bool large_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+  auto after = placed_blocks_.lower_bound(address);
+  if (after == placed_blocks_.begin()) return false;
+  const auto& [start, bytes] = *std::prev(after);
+  return bytes == size_bytes && start + bytes == address;
+}
+
+bool large_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+  auto at = placed_blocks_.find(address);
+  return at != placed_blocks_.end() && at->second == size_bytes;
 }
 
 backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
@@ -206,6 +222,11 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
   if (result != backend::status::ok) return result;
   index_.carve(block_address, size_bytes);
   pages_.add_live(block_address, size_bytes);
+  try {
+    placed_blocks_.emplace(block_address, size_bytes);
+  } catch (...) {
+    // Only a placement hint is lost (Note [Placement]).
+  }
   *address = block_address;
   return backend::status::ok;
 }
@@ -397,7 +418,10 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
       segment_id = segment->first;
     }
     index_.insert(free_range{address, size_bytes, segment_id, streams});
-    if (uses_vmm_) pages_.remove_live(address, size_bytes);
+    if (uses_vmm_) {
+      pages_.remove_live(address, size_bytes);
+      placed_blocks_.erase(address);
+    }
   } catch (...) {
     // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
     // shortage must not corrupt device bookkeeping).

@@ -224,3 +224,36 @@ TEST_CASE("fake backend: a slab emptied by a pending free during empty_cache is 
   CHECK(stats.reserved_bytes[pool_all].current == 0);
   CHECK(f.device_backend->used_bytes() == 0);
 }
+
+// Note [Placement]: with the new pages tied, a block goes next to a live block of its own
+// size (on the side where exactly one borders its free range), else to the range's start.
+TEST_CASE("fake backend: a tied placement goes next to a block of the same size", "[fake][placement]") {
+  fixture f(8 * kGiB, true);
+  constexpr std::size_t kKiB = 1024;
+  auto at = [](void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); };
+  void* left = f.instance.allocate(1024 * kKiB, 0, nullptr);   // [0, 1) MiB
+  void* hole = f.instance.allocate(3072 * kKiB, 0, nullptr);   // [1, 4) MiB
+  void* right = f.instance.allocate(512 * kKiB, 0, nullptr);   // [4, 4.5) MiB
+  REQUIRE(at(hole) == at(left) + 1024 * kKiB);
+  REQUIRE(at(right) == at(hole) + 3072 * kKiB);
+  f.instance.deallocate(hole);  // free range [1, 4) MiB on mapped pages, bordered by 1 MiB | 512 KiB
+  SECTION("the same size borders the end: placed at the end") {
+    void* block = f.instance.allocate(512 * kKiB, 0, nullptr);
+    CHECK(at(block) == at(right) - 512 * kKiB);
+    f.instance.deallocate(block);
+  }
+  SECTION("the same size borders the start: placed at the start") {
+    void* block = f.instance.allocate(1024 * kKiB, 0, nullptr);
+    CHECK(at(block) == at(left) + 1024 * kKiB);
+    f.instance.deallocate(block);
+  }
+  SECTION("no neighbour of its size: placed at the start") {
+    void* block = f.instance.allocate(768 * kKiB, 0, nullptr);
+    CHECK(at(block) == at(left) + 1024 * kKiB);
+    f.instance.deallocate(block);
+  }
+  f.check();
+  f.instance.deallocate(left);
+  f.instance.deallocate(right);
+  f.check();
+}
