@@ -62,7 +62,8 @@ usage:
                                              kinds transformer-training, kv-cache-inference,
                                              cnn-training; keys model, layers, batch, steps,
                                              sequence, seed
-  fragless-bench convert IN -o OUT           convert any input to the fragless-trace text format
+  fragless-bench convert IN -o OUT           convert any input (a file, or builtin:SPEC) to the
+                                             fragless-trace text format
   fragless-bench micro [args]                micro benchmarks (when built)
 
 options:

@@ -102,7 +102,10 @@ int run_command(const bench_options& options, int argc, char** argv) {
     if (options.positional.size() != 1 || options.output_path.empty()) {
       throw std::invalid_argument("convert needs one input and -o OUT");
     }
-    const traces::trace t = traces::load_trace_file(options.positional[0], options.positional[0]);
+    const std::string& input = options.positional[0];
+    // A built-in workload converts too ("builtin:SPEC"), e.g. to replay it elsewhere.
+    const traces::trace t =
+        input.rfind("builtin:", 0) == 0 ? load_source(input) : traces::load_trace_file(input, input);
     write_file_atomically(options.output_path, traces::write_text_trace(t));
     std::cerr << "fragless-bench: wrote " << options.output_path << " (" << t.events.size() << " events, "
               << t.seeded_block_count << " seeded blocks)\n";
