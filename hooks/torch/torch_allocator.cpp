@@ -223,6 +223,7 @@ void* torch_allocator::getBaseAllocation(void* pointer, std::size_t* size_bytes)
     }
   }
   TORCH_CHECK(false, "fragless: getBaseAllocation: ", pointer, " is not in memory fragless holds");
+  return nullptr;  // not reached: TORCH_CHECK(false) throws (some builds cannot tell)
 }
 
 // ---- snapshot and history ----
@@ -364,6 +365,7 @@ c10_allocator::ShareableHandle torch_allocator::shareIpcHandle(void* pointer) {
   } catch (const fragless::error& failure) {
     TORCH_CHECK(false, "fragless: cannot share ", pointer, " with another process: ", failure.what());
   }
+  return {};  // not reached: TORCH_CHECK(false) throws (some builds cannot tell)
 }
 
 std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
