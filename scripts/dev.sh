@@ -2,7 +2,8 @@
 # The README's two commands:
 #   scripts/dev.sh main   set up, build, run the main job (the fragmentation benchmark)
 #   scripts/dev.sh test   set up, build, run the whole test suite (default build, then
-#                         the address+undefined sanitizer build)
+#                         the address+undefined sanitizer build, then the thread
+#                         sanitizer build)
 # Environment: FRAGLESS_SANITIZER_TESTS=0 skips the sanitizer pass of `test` (local use).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +30,8 @@ case "$what" in
     if [ "${FRAGLESS_SANITIZER_TESTS:-1}" != 0 ]; then
       build asan
       ctest --preset asan -LE no-sanitizer "$@"
+      build tsan
+      ctest --preset tsan -LE no-sanitizer "$@"
     fi
     ;;
   *)

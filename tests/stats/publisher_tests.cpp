@@ -251,12 +251,13 @@ TEST_CASE("seqlock: readers never see a torn copy while a writer publishes") {
 
 TEST_CASE("snapshot requests are answered through the page") {
   runtime_directory runtime;
-  auto publisher = stats_publisher::create(collect());
-  REQUIRE(publisher != nullptr);
+  // Declared before the publisher: its request thread reads it until the publisher goes.
   memory_snapshot snapshot;
   snapshot.segments.push_back({0, 0x1000000, 2 << 20, 0, pool_small, false,
                                {{0x1000000, 1 << 20, 1000, block_state::allocated},
                                 {0x1100000, 1 << 20, 0, block_state::free}}});
+  auto publisher = stats_publisher::create(collect());
+  REQUIRE(publisher != nullptr);
   publisher->start_request_thread([&] { return snapshot; }, std::chrono::milliseconds(5));
   stats_reader::open_status status{};
   std::string error;
