@@ -4,6 +4,7 @@
 
 #include <simcuda/control.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -97,27 +98,29 @@ std::int64_t small_pool_allocations(core::device_cache& cache) {
 void small_pairs(fragless::core::allocator& instance, int count) {
   for (int i = 0; i < count; ++i) instance.deallocate(instance.allocate(4096 + 512 * (i % 7), 0, nullptr));
 }
+// A fresh allocator whose unconditional exact start is 100 requests.
+std::unique_ptr<core::allocator> exact_start_allocator(std::int64_t small_program_exact_allocations) {
+  reset_simcuda();
+  core::cache_settings settings;
+  settings.exact_start_allocations = 100;
+  settings.small_program_exact_allocations = small_program_exact_allocations;
+  return make_simcuda_allocator(settings);
+}
+constexpr std::size_t kLargeProgramBytes = core::kSmallProgramReservedBytes + kMiB;
 }  // namespace
 
 TEST_CASE("exact start: a small program stays exact, a large one switches to slabs", "[control][exact_start]") {
   SECTION("a large program: exact for the first requests, slabs from then on") {
-    reset_simcuda();
-    core::cache_settings settings;
-    settings.exact_start_allocations = 100;
-    auto instance = make_simcuda_allocator(settings);
+    auto instance = exact_start_allocator(core::kSmallProgramExactAllocations);
     core::device_cache& cache = instance->device(0);
-    instance->deallocate(instance->allocate(settings.small_program_reserved_bytes + kMiB, 0, nullptr));
+    instance->deallocate(instance->allocate(kLargeProgramBytes, 0, nullptr));
     small_pairs(*instance, 100);
     CHECK(small_pool_allocations(cache) == 0);
     small_pairs(*instance, 50);
     CHECK(small_pool_allocations(cache) == 50);
   }
   SECTION("a small program keeps exact placement up to its own bound") {
-    reset_simcuda();
-    core::cache_settings settings;
-    settings.exact_start_allocations = 100;
-    settings.small_program_exact_allocations = 400;
-    auto instance = make_simcuda_allocator(settings);
+    auto instance = exact_start_allocator(400);
     core::device_cache& cache = instance->device(0);
     small_pairs(*instance, 400);
     CHECK(small_pool_allocations(cache) == 0);
@@ -126,14 +129,11 @@ TEST_CASE("exact start: a small program stays exact, a large one switches to sla
     CHECK(small_pool_allocations(cache) == 30);
   }
   SECTION("a small program that grows large switches at its next small request") {
-    reset_simcuda();
-    core::cache_settings settings;
-    settings.exact_start_allocations = 100;
-    auto instance = make_simcuda_allocator(settings);
+    auto instance = exact_start_allocator(core::kSmallProgramExactAllocations);
     core::device_cache& cache = instance->device(0);
     small_pairs(*instance, 300);
     CHECK(small_pool_allocations(cache) == 0);
-    void* big = instance->allocate(settings.small_program_reserved_bytes + kMiB, 0, nullptr);
+    void* big = instance->allocate(kLargeProgramBytes, 0, nullptr);
     small_pairs(*instance, 1);  // still exact: it is the request that ends exact start
     CHECK(small_pool_allocations(cache) == 0);
     small_pairs(*instance, 20);
