@@ -216,7 +216,6 @@ class device_cache {
 
   const std::int64_t exact_start_initial_;
   std::atomic<std::int64_t> exact_start_remaining_;
-  std::size_t reserved_high_water_bytes_ = 0;  // under device_mutex_ (Note [Exact start])
   std::atomic<std::uint64_t> private_pool_{0};
   std::mutex device_mutex_;
   event_pool events_;
@@ -241,6 +240,7 @@ class device_cache {
   large_pool_counters accounted_counters_;
 
   std::int64_t last_compaction_ns_ = 0;  // under device_mutex_
+  std::size_t reserved_high_water_bytes_ = 0;  // under device_mutex_ (Note [Exact start])
   std::mutex background_mutex_;
   std::condition_variable background_cv_;
   bool stop_background_ = false;
