@@ -108,7 +108,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       }
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
-      const std::uint64_t used_bytes = measuring ? 0 : counters.used_bytes();
+      const std::uint64_t used_bytes = counters.used_bytes();
       if (measuring || !counters.available() || used_bytes != last_used_bytes) {
         reserved = allocator.reserved_bytes();
         if (reserved > outcome.peak_reserved_bytes) {
@@ -119,7 +119,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       }
       if (measuring) {
         outcome.peak_live_bytes = std::max(outcome.peak_live_bytes, live_bytes);
-        outcome.device_used_peak_bytes = std::max(outcome.device_used_peak_bytes, counters.used_bytes());
+        outcome.device_used_peak_bytes = std::max(outcome.device_used_peak_bytes, used_bytes);
         sampler.add(i, live_bytes, reserved);
       }
     }
