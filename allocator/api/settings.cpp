@@ -47,6 +47,8 @@ cache_settings settings_from_options(const options& values) {
   settings.background_compaction = values.background_compaction;
   settings.page_moves = values.page_moves;
   settings.page_move_headroom = values.page_move_headroom;
+  settings.loop_plans = values.loop_plans;
+  settings.loop_plan_headroom = values.loop_plan_headroom;
   settings.small_segment_bytes = static_cast<std::size_t>(values.small_segment_bytes);
   settings.large_segment_bytes = static_cast<std::size_t>(values.large_segment_bytes);
   return settings;

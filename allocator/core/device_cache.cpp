@@ -96,6 +96,7 @@ void device_cache::initialize() {
   large_.set_dedicated_threshold(settings_.dedicated_mapping_bytes);
   large_.set_page_moves(settings_.page_moves);
   large_.set_page_move_headroom(settings_.page_move_headroom);
+  large_.set_loop_plans(settings_.loop_plans, settings_.loop_plan_headroom);
   large_.set_compaction_age(settings_.compaction_age_passes);
   stats_.page_compaction = large_.uses_vmm() ? 1 : 0;
   start_background_compaction();
@@ -197,6 +198,9 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     std::uintptr_t slab_address = 0;
     {
       std::lock_guard<std::mutex> lock(device_mutex_);
+      // Slabs come and go with the size classes' load, not with the program's loop: they
+      // stay out of loop plans (Note [Loop plans]).
+      large_pool::unplanned_scope unplanned(large_);
       slab_address = place_large_locked(new_slab_bytes, request_bytes, stream);
     }
     std::unique_ptr<slab> fresh;
@@ -238,7 +242,13 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
   std::uintptr_t address = 0;
   {
     std::lock_guard<std::mutex> lock(device_mutex_);
-    address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
+    {
+      // Small requests placed exactly at the start go to slabs later: keeping them out of
+      // loop plans lets the first step look like the next ones (Note [Loop plans]).
+      std::optional<large_pool::unplanned_scope> unplanned;
+      if (exact_start) unplanned.emplace(large_);
+      address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
+    }
     if (exact_start) end_exact_start_if_due_locked();
     const small_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
@@ -404,6 +414,11 @@ void device_cache::account_device_locked() noexcept {
   stats_.num_sync_all_streams += now.device_syncs - accounted_counters_.device_syncs;
   stats_.num_page_moves += now.page_moves - accounted_counters_.page_moves;
   stats_.num_stitched_allocations += now.stitched_allocations - accounted_counters_.stitched_allocations;
+  const loop_plan_counters& plans = large_.loop_plan_counts();
+  stats_.num_loop_plans += plans.plans_built - accounted_plan_counters_.plans_built;
+  stats_.num_loop_plans_abandoned += plans.plans_abandoned - accounted_plan_counters_.plans_abandoned;
+  stats_.num_planned_allocations += plans.planned_allocations - accounted_plan_counters_.planned_allocations;
+  accounted_plan_counters_ = plans;
   stats_.pages_mapped.current = static_cast<std::int64_t>(large_.pages().mapped_count());
   stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
   stats_.num_events_created = events_.created_count();

@@ -85,6 +85,8 @@ struct cache_settings {
   bool background_compaction = false;                    // Note [Compaction]
   bool page_moves = true;                                // Note [Page moves]
   double page_move_headroom = 0.02;                      // Note [Page moves]
+  bool loop_plans = true;                                // Note [Loop plans]
+  double loop_plan_headroom = 0.03;                      // Note [Loop plans]
   std::uint32_t compaction_age_passes = 10;              // Note [Compaction]
   std::int64_t compaction_interval_ns = 1'000'000'000;   // Note [Compaction]
   std::int64_t exact_start_allocations = kExactStartAllocations;  // Note [Exact start]; 0: off
@@ -238,6 +240,7 @@ class device_cache {
   std::size_t accounted_reserved_bytes_ = 0;
   std::size_t accounted_segments_ = 0;
   large_pool_counters accounted_counters_;
+  loop_plan_counters accounted_plan_counters_;
 
   std::int64_t last_compaction_ns_ = 0;  // under device_mutex_
   std::size_t reserved_high_water_bytes_ = 0;  // under device_mutex_ (Note [Exact start])

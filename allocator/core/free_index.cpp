@@ -48,6 +48,20 @@ std::optional<free_range> free_index::best_fit(std::size_t size_bytes) const {
   return free_range{at->second, found.size_bytes, found.segment_id, found.streams};
 }
 
+std::optional<free_range> free_index::best_fit_in(std::size_t size_bytes, std::uint64_t segment_id) const {
+  for (auto at = by_size_.lower_bound({size_bytes, 0}); at != by_size_.end(); ++at) {
+    const entry& found = by_address_.at(at->second);
+    if (found.segment_id == segment_id) return free_range{at->second, found.size_bytes, found.segment_id, found.streams};
+  }
+  return std::nullopt;
+}
+
+std::optional<free_range> free_index::highest() const {
+  if (by_address_.empty()) return std::nullopt;
+  const auto& [address, found] = *by_address_.rbegin();
+  return free_range{address, found.size_bytes, found.segment_id, found.streams};
+}
+
 void free_index::carve(std::uintptr_t address, std::size_t size_bytes) {
   auto at = by_address_.upper_bound(address);
   assert(at != by_address_.begin());

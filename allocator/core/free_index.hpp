@@ -31,6 +31,10 @@ class free_index {
 
   // Best fit: the smallest range of at least `size_bytes`, lowest address among equals.
   std::optional<free_range> best_fit(std::size_t size_bytes) const;
+  // The same among the ranges of one segment only.
+  std::optional<free_range> best_fit_in(std::size_t size_bytes, std::uint64_t segment_id) const;
+  // The range with the highest address, if any.
+  std::optional<free_range> highest() const;
   // Removes [address, address + size_bytes) from the free range containing it; the parts
   // before and after stay free. Precondition: a single free range contains it.
   void carve(std::uintptr_t address, std::size_t size_bytes);

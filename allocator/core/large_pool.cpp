@@ -186,7 +186,9 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
 
 // Note [Placement]
 std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placement(std::size_t size_bytes) const {
-  std::optional<free_range> range = index_.best_fit(size_bytes);
+  // Ordinary placement never enters a loop plan's range (Note [Loop plans]).
+  std::optional<free_range> range =
+      plan_range_bytes_ == 0 ? index_.best_fit(size_bytes) : index_.best_fit_in(size_bytes, 0);
   if (!range) return std::nullopt;
   const std::uintptr_t at_end = range->address + range->size_bytes - size_bytes;
   const std::size_t new_pages_at_start = pages_.unmapped_pages(range->address, size_bytes, SIZE_MAX);
@@ -201,43 +203,67 @@ std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placemen
 bool large_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   auto after = placed_blocks_.lower_bound(address);
   if (after == placed_blocks_.begin()) return false;
-  const auto& [start, bytes] = *std::prev(after);
-  return bytes == size_bytes && start + bytes == address;
+  const auto& [start, block] = *std::prev(after);
+  return block.size_bytes == size_bytes && start + block.size_bytes == address;
 }
 
 bool large_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   auto at = placed_blocks_.find(address);
-  return at != placed_blocks_.end() && at->second == size_bytes;
+  return at != placed_blocks_.end() && at->second.size_bytes == size_bytes;
 }
 
 backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                          std::size_t* placed_bytes) {
-  auto placement = choose_placement(size_bytes);
-  if (!placement) return allocate_stitched(size_bytes, stream, address, placed_bytes);
-  const auto& [block_address, range] = *placement;
-  if (wait_forbidden(range.streams, stream)) return allocate_stitched(size_bytes, stream, address, placed_bytes);
-  backend::status result = order_after_streams(range, stream);
-  if (result != backend::status::ok) return result;
-  result = map_missing_pages(block_address, size_bytes);
-  if (result != backend::status::ok) return result;
-  index_.carve(block_address, size_bytes);
-  pages_.add_live(block_address, size_bytes);
+  bool planned = false;
+  const bool recorded = unplanned_scopes_ == 0;
+  std::optional<std::size_t> offset = recorded ? plan_.planned_offset(size_bytes, stream) : std::nullopt;
+  if (offset) {
+    backend::status result = allocate_planned(plan_base_ + *offset, size_bytes, stream, &planned);
+    if (result != backend::status::ok) {
+      plan_.abandon("the device refused a page");
+      after_plan_event();
+      return result;
+    }
+    if (planned) *address = plan_base_ + *offset;
+  }
+  if (!planned) {
+    auto placement = choose_placement(size_bytes);
+    if (!placement) return allocate_stitched(size_bytes, stream, address, placed_bytes);
+    const auto& [block_address, range] = *placement;
+    if (wait_forbidden(range.streams, stream)) return allocate_stitched(size_bytes, stream, address, placed_bytes);
+    backend::status result = place_block(block_address, size_bytes, range, stream, false);
+    if (result != backend::status::ok) return result;
+    *address = block_address;
+  }
+  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, planned, device_calls()) : 0;
   try {
-    placed_blocks_.emplace(block_address, size_bytes);
+    placed_blocks_.emplace(*address, placed_block{size_bytes, sequence});
   } catch (...) {
     // Only a placement hint is lost (Note [Placement]).
   }
-  *address = block_address;
+  after_plan_event();
   return backend::status::ok;
 }
 
-backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept {
+backend::status large_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+                                        stream_id stream, bool planned) {
+  backend::status result = order_after_streams(range, stream);
+  if (result != backend::status::ok) return result;
+  result = map_missing_pages(address, size_bytes, planned);
+  if (result != backend::status::ok) return result;
+  index_.carve(address, size_bytes);
+  pages_.add_live(address, size_bytes);
+  return backend::status::ok;
+}
+
+backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes,
+                                              bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
   for (std::size_t page = first; page < end; ++page) {
     if (pages_.is_mapped(page)) continue;
     backend::physical_handle handle = 0;
-    backend::status taken = take_page(first, end, &handle);
+    backend::status taken = take_page(first, end, move_first, &handle);
     if (taken != backend::status::ok) return taken;
     backend::status mapped = map_page(page, handle);
     if (mapped != backend::status::ok) {
@@ -251,10 +277,11 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
 }
 
 // Note [Page moves]
-backend::status large_pool::take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
+backend::status large_pool::take_page(std::size_t first, std::size_t end, bool move_first,
+                                      backend::physical_handle* handle) noexcept {
   const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
   backend::status created = backend::status::out_of_memory;
-  const bool create_first = !page_moves_ || pages_.mapped_count() < growth_allowance_pages();
+  const bool create_first = !move_first && (!page_moves_ || pages_.mapped_count() < growth_allowance_pages());
   if (create_first && may_grow) {
     created = backend_.create_physical(device_, pages_.page_bytes(), handle);
     if (created == backend::status::ok) {
@@ -284,10 +311,20 @@ std::size_t large_pool::growth_allowance_pages() const noexcept {
 bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
+  // A loop plan's pages stay where the plan needs them every step (Note [Loop plans]).
+  const std::size_t plan_first = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.first_page(plan_base_);
+  const std::size_t plan_end = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.end_page(plan_base_, plan_range_bytes_);
   // Highest addresses first: blocks drift towards the start of the range.
   for (auto at = cached.rbegin(); at != cached.rend() && inspected < kMoveCandidates; ++at) {
     const std::size_t page = *at;
     if (page >= first && page < end) continue;
+    if (page >= plan_first && page < plan_end) {
+      // Skip the plan's pages at once: go on from the highest page below them.
+      auto below = std::make_reverse_iterator(cached.lower_bound(plan_first));
+      if (below == cached.rend()) break;
+      at = std::prev(below);  // the loop's ++at lands on *below
+      continue;
+    }
     ++inspected;
     if (!make_range_idle(pages_.page_address(page))) continue;
     const std::int64_t start = now_ns();
@@ -417,10 +454,17 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
       auto segment = std::prev(segments_.upper_bound(address));
       segment_id = segment->first;
     }
+    if (uses_vmm_ && in_plan_range(address)) segment_id = kPlanSegmentId;
     index_.insert(free_range{address, size_bytes, segment_id, streams});
     if (uses_vmm_) {
       pages_.remove_live(address, size_bytes);
-      placed_blocks_.erase(address);
+      auto placed = placed_blocks_.find(address);
+      if (placed != placed_blocks_.end()) {
+        const std::uint64_t sequence = placed->second.sequence;
+        placed_blocks_.erase(placed);
+        if (sequence != 0) plan_.record_release(sequence, device_calls());
+        after_plan_event();
+      }
     }
   } catch (...) {
     // Only std::bad_alloc can land here: the block stays unavailable (a host-memory

@@ -6,6 +6,7 @@
 //    cache]). Very large requests get a range and mapping of their own instead (Note
 //    [Dedicated mappings]), and so does a request no free range can hold (Note
 //    [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
+//    A repeating loop's step can be laid out once and followed (Note [Loop plans]).
 //  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
 //    are ever released.
 // Invariant: every live block lies in reserved memory (mapped pages / a live segment / a
@@ -25,6 +26,7 @@
 #include "backend/backend.hpp"
 #include "core/event_pool.hpp"
 #include "core/free_index.hpp"
+#include "core/loop_plan.hpp"
 #include "core/page_map.hpp"
 
 namespace fragless::core {
@@ -227,6 +229,24 @@ class large_pool {
   // Note [Page moves]
   void set_page_moves(bool enabled) noexcept { page_moves_ = enabled; }
   void set_page_move_headroom(double fraction) noexcept { page_move_headroom_ = fraction; }
+  // Note [Loop plans]
+  void set_loop_plans(bool enabled, double headroom) noexcept {
+    plan_.set_enabled(enabled && uses_vmm_);
+    plan_.set_headroom(headroom);
+  }
+  const loop_plan_counters& loop_plan_counts() const noexcept { return plan_.counters(); }
+  // Allocations made while one exists are neither recorded nor planned (slabs).
+  class unplanned_scope {
+   public:
+    explicit unplanned_scope(large_pool& pool) noexcept : pool_(pool) { ++pool_.unplanned_scopes_; }
+    ~unplanned_scope() { --pool_.unplanned_scopes_; }
+    unplanned_scope(const unplanned_scope&) = delete;
+    unplanned_scope& operator=(const unplanned_scope&) = delete;
+
+   private:
+    large_pool& pool_;
+  };
+  bool loop_plan_active() const noexcept { return plan_.active(); }
   // Note [Page moves]: pages that may be mapped before missing ones are moved, not created.
   std::size_t growth_allowance_pages() const noexcept;
   // Note [Compaction]: automatic passes take only what stayed free through this many passes.
@@ -266,6 +286,27 @@ class large_pool {
  private:
   backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                std::size_t* placed_bytes);
+  // Note [Loop plans]: places a block at `address` in the plan's range if that place is
+  // free and usable from `stream`; `*placed` says whether it was.
+  backend::status allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream, bool* placed);
+  // Maps what [address, address + size_bytes) lacks, orders `stream` after `range`'s
+  // streams and makes the block live there. `planned`: pages are moved before created.
+  backend::status place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+                              stream_id stream, bool planned);
+  // Note [Loop plans]: reserves the pending plan's range, or rejects the plan.
+  void start_plan() noexcept;
+  // Note [Loop plans]: gives an inactive plan's range back to ordinary placement.
+  void dissolve_plan_range() noexcept;
+  // Note [Loop plans]: after each recorded event, starts a plan that reached its first
+  // planned event, or dissolves the range of one just abandoned.
+  void after_plan_event() noexcept {
+    if (plan_.plan_pending()) start_plan();
+    if (plan_range_bytes_ != 0 && !plan_.active()) dissolve_plan_range();
+  }
+  bool in_plan_range(std::uintptr_t address) const noexcept {
+    return address - plan_base_ < plan_range_bytes_;
+  }
+  std::int64_t device_calls() const noexcept { return counters_.map + counters_.unmap; }
   // Note [Placement]: the address for a block of `size_bytes` and the free range holding it.
   std::optional<std::pair<std::uintptr_t, free_range>> choose_placement(std::size_t size_bytes) const;
   // Note [Placement]: whether a live block of `size_bytes` ends at `address` / starts at it.
@@ -276,7 +317,9 @@ class large_pool {
                                     std::size_t* placed_bytes);
   // A physical page for a new mapping: an idle free page outside pages [first, end) (a page
   // move), or a new one within the reserved limit.
-  backend::status take_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
+  // `move_first`: try a move before creating, whatever the allowance (Note [Loop plans]).
+  backend::status take_page(std::size_t first, std::size_t end, bool move_first,
+                            backend::physical_handle* handle) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
   bool reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address, backend::status* result) noexcept;
   void compact_pages(const compaction_pass& pass, std::size_t* mapped_cached, std::size_t* unmapped_pages) noexcept;
@@ -289,7 +332,7 @@ class large_pool {
   // streams is not reused (no cross-stream event wait is made): fresh memory is used instead.
   bool wait_forbidden(const stream_set& streams, stream_id stream) const noexcept;
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
-  backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes) noexcept;
+  backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes, bool move_first = false) noexcept;
   bool take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
   // Is the free range at `address` one no stream can still touch? Makes it clean (forgets
   // its streams) when every remembered stream is idle now.
@@ -333,9 +376,20 @@ class large_pool {
   std::uintptr_t range_base_ = 0;
   std::size_t range_bytes_ = 0;
   page_map pages_;
-  // Blocks placed in the shared range, start -> size: a placement hint only (Note
-  // [Placement]); a block missing here (no host memory when it was placed) is harmless.
-  std::map<std::uintptr_t, std::size_t> placed_blocks_;
+  // Blocks placed in the shared range, start -> size and loop-plan sequence: placement
+  // hints only (Note [Placement], Note [Loop plans]); a block missing here (no host memory
+  // when it was placed) is harmless.
+  struct placed_block {
+    std::size_t size_bytes;
+    std::uint64_t sequence;
+  };
+  std::map<std::uintptr_t, placed_block> placed_blocks_;
+  // Note [Loop plans]: the plan and its address range (a free-index segment of its own).
+  static constexpr std::uint64_t kPlanSegmentId = 1;
+  loop_plan plan_;
+  std::uintptr_t plan_base_ = 0;
+  std::size_t plan_range_bytes_ = 0;  // 0: no range
+  int unplanned_scopes_ = 0;
   std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
   // cudaMalloc mode: segment base -> size
   std::map<std::uintptr_t, std::size_t> segments_;

@@ -88,7 +88,7 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
   // Every page move orders nothing: take_page only moves pages no stream can still touch.
   for (std::size_t offset = 0; offset < bytes && result == backend::status::ok; offset += page_bytes) {
     backend::physical_handle handle = 0;
-    result = take_page(0, 0, &handle);
+    result = take_page(0, 0, false, &handle);
     if (result != backend::status::ok) break;
     const std::int64_t start = now_ns();
     result = backend_.map(device_, base + offset, page_bytes, handle);

@@ -1,0 +1,316 @@
+// Loop plans: recording, step detection, offline layout (Note [Loop plans]).
+#include "core/loop_plan.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/log.hpp"
+
+namespace fragless::core {
+namespace {
+
+constexpr std::uint64_t kHashBase = 0x100000001b3ULL;
+
+std::uint64_t token_hash(const loop_token& token) noexcept {
+  std::uint64_t value = token.size_bytes * 0x9e3779b97f4a7c15ULL;
+  value ^= (token.age + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL;
+  value ^= static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(token.stream)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 29);
+}
+
+std::uint64_t window_power() noexcept {
+  std::uint64_t power = 1;
+  for (std::size_t index = 0; index < loop_plan::kWindowTokens; ++index) power *= kHashBase;
+  return power;
+}
+
+// A block of the step: lives over [first_begin, first_end) and, when its lifetime wraps
+// past the step's end, also over [0, second_end).
+struct step_block {
+  std::size_t phase;
+  std::size_t size_bytes;
+  std::size_t first_begin, first_end, second_end;
+  std::size_t offset_bytes = 0;
+  std::size_t lifetime() const noexcept { return first_end - first_begin + second_end; }
+};
+
+bool lifetimes_meet(const step_block& a, const step_block& b) noexcept {
+  auto meet = [](std::size_t a_begin, std::size_t a_end, std::size_t b_begin, std::size_t b_end) {
+    return a_begin < b_end && b_begin < a_end;
+  };
+  return meet(a.first_begin, a.first_end, b.first_begin, b.first_end) ||
+         meet(a.first_begin, a.first_end, 0, b.second_end) || meet(0, a.second_end, b.first_begin, b.first_end) ||
+         (a.second_end > 0 && b.second_end > 0);
+}
+
+// Largest first (`by_lifetime`: longer lifetimes first among equal sizes, else earlier
+// starts first), each in the smallest gap among the placed blocks it meets (lowest offset
+// among equals), else above them all. Sets every block's offset; returns the span.
+std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
+  std::vector<std::size_t> order(blocks.size());
+  for (std::size_t index = 0; index < order.size(); ++index) order[index] = index;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (blocks[a].size_bytes != blocks[b].size_bytes) return blocks[a].size_bytes > blocks[b].size_bytes;
+    if (by_lifetime && blocks[a].lifetime() != blocks[b].lifetime()) return blocks[a].lifetime() > blocks[b].lifetime();
+    return blocks[a].phase < blocks[b].phase;
+  });
+  std::vector<std::size_t> placed;
+  std::vector<std::pair<std::size_t, std::size_t>> taken;  // (offset, end) of blocks met
+  std::size_t span = 0;
+  for (std::size_t index : order) {
+    step_block& block = blocks[index];
+    taken.clear();
+    for (std::size_t other : placed)
+      if (lifetimes_meet(block, blocks[other]))
+        taken.emplace_back(blocks[other].offset_bytes, blocks[other].offset_bytes + blocks[other].size_bytes);
+    std::sort(taken.begin(), taken.end());
+    std::size_t covered = 0;
+    std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
+    for (const auto& [offset, end] : taken) {
+      if (offset > covered && offset - covered >= block.size_bytes && offset - covered < best_gap) {
+        best_gap = offset - covered;
+        best_offset = covered;
+      }
+      covered = std::max(covered, end);
+    }
+    block.offset_bytes = best_offset != SIZE_MAX ? best_offset : covered;
+    span = std::max(span, block.offset_bytes + block.size_bytes);
+    placed.push_back(index);
+  }
+  return span;
+}
+
+// Note [Loop plans]: two orders, the narrower layout wins. Neither is best everywhere: on
+// the replayed traces starts-first was up to 2.6 % narrower, lifetimes-first up to 0.8 %.
+std::size_t lay_out_narrowest(std::vector<step_block>& blocks) {
+  const std::size_t by_start = lay_out(blocks, false);
+  std::vector<std::size_t> start_offsets(blocks.size());
+  for (std::size_t index = 0; index < blocks.size(); ++index) start_offsets[index] = blocks[index].offset_bytes;
+  const std::size_t by_lifetime = lay_out(blocks, true);
+  if (by_lifetime <= by_start) return by_lifetime;
+  for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = start_offsets[index];
+  return by_start;
+}
+
+}  // namespace
+
+void loop_plan::set_enabled(bool enabled) noexcept {
+  if (!enabled) {
+    if (active_) abandon("turned off");
+    clear_log();
+  }
+  enabled_ = enabled;
+}
+
+// Note [Loop plans]: hot for planned loops -- one comparison against the expected token.
+std::optional<std::size_t> loop_plan::planned_offset(std::size_t size_bytes, stream_id stream) const noexcept {
+  if (!placing_) return std::nullopt;
+  const planned_token& expected = plan_[phase_];
+  if (expected.offset_bytes < 0 || expected.token.size_bytes != size_bytes || expected.token.stream != stream)
+    return std::nullopt;
+  return static_cast<std::size_t>(expected.offset_bytes);
+}
+
+std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
+                                           std::int64_t device_calls) noexcept {
+  const std::uint64_t sequence = next_sequence_++;
+  if (!enabled_) return sequence;
+  const loop_token token{size_bytes, 0, stream};
+  if (active_) {
+    // A request the plan placed elsewhere (its planned place was still in use) is a deviation.
+    const bool expected_planned = placing_ && plan_[phase_].offset_bytes >= 0 && plan_[phase_].token == token;
+    if (expected_planned && !planned) abandon("the planned place was not usable");
+    else follow(token);
+    if (active_) return sequence;
+  }
+  append(logged_token{token, sequence, device_calls});
+  return sequence;
+}
+
+void loop_plan::record_release(std::uint64_t sequence, std::int64_t device_calls) noexcept {
+  if (!enabled_) return;
+  const loop_token token{0, next_sequence_ - sequence, nullptr};
+  if (active_) {
+    follow(token);
+    if (active_) return;
+  }
+  append(logged_token{token, sequence, device_calls});
+}
+
+void loop_plan::follow(const loop_token& token) noexcept {
+  if (!(plan_[phase_].token == token)) {
+    abandon(token.size_bytes != 0 ? "another allocation" : "another free");
+    return;
+  }
+  if (placing_ && plan_[phase_].offset_bytes >= 0) ++counters_.planned_allocations;
+  phase_ = phase_ + 1 == plan_.size() ? 0 : phase_ + 1;
+  if (!placing_ && phase_ == start_phase_) pending_ = true;
+}
+
+void loop_plan::activate() noexcept {
+  pending_ = false;
+  placing_ = true;
+  ++counters_.plans_built;
+}
+
+void loop_plan::reject() noexcept {
+  ++counters_.plans_rejected;
+  active_ = false;
+  pending_ = false;
+  plan_.clear();
+  clear_log();
+}
+
+void loop_plan::abandon(const char* reason) noexcept {
+  if (active_) {
+    if (placing_) ++counters_.plans_abandoned;
+    min_step_tokens_ = std::max(min_step_tokens_, plan_.size() + 1);
+    if (log_enabled(log_level::debug))
+      log_message(log_level::debug, std::string("loop plan abandoned at step event ") + std::to_string(phase_) +
+                                        " of " + std::to_string(plan_.size()) + ": " + reason);
+  }
+  active_ = false;
+  pending_ = false;
+  placing_ = false;
+  plan_.clear();
+  clear_log();
+}
+
+void loop_plan::clear_log() noexcept {
+  log_.clear();
+  allocation_positions_.clear();
+  window_ends_.clear();
+  window_hash_ = 0;
+  first_logged_sequence_ = next_sequence_;
+  next_build_position_ = 0;
+}
+
+void loop_plan::append(const logged_token& entry) noexcept {
+  try {
+    if (log_.size() >= kMaxLogTokens) {
+      clear_log();  // a whole log without a plan: any step may be planned again
+      min_step_tokens_ = 2 * kWindowTokens;
+    }
+    if (log_.empty()) first_logged_sequence_ = entry.token.size_bytes != 0 ? entry.sequence : next_sequence_;
+    if (entry.token.size_bytes != 0) {
+      if (entry.sequence != first_logged_sequence_ + allocation_positions_.size()) {
+        clear_log();  // an allocation recorded out of turn: start again from it
+        first_logged_sequence_ = entry.sequence;
+      }
+      allocation_positions_.push_back(log_.size());
+    }
+    log_.push_back(entry);
+    static const std::uint64_t power = window_power();
+    window_hash_ = window_hash_ * kHashBase + token_hash(entry.token);
+    if (log_.size() > kWindowTokens) window_hash_ -= token_hash(log_[log_.size() - 1 - kWindowTokens].token) * power;
+    if (log_.size() >= kWindowTokens) look_for_step();
+  } catch (...) {
+    clear_log();  // no host memory: recording starts again later
+  }
+}
+
+void loop_plan::look_for_step() {
+  const std::size_t newest = log_.size() - 1;
+  auto [at, inserted] = window_ends_.try_emplace(window_hash_, newest);
+  if (inserted) return;
+  const std::size_t previous = at->second;
+  at->second = newest;
+  const std::size_t step_tokens = newest - previous;
+  if (step_tokens < min_step_tokens_ || newest < next_build_position_) return;
+  for (std::size_t back = 0; back < kWindowTokens; ++back)
+    if (!(log_[newest - back].token == log_[previous - back].token)) return;  // a hash collision
+  // The step is (previous, newest]; frees in it may reach one step further back.
+  next_build_position_ = newest + step_tokens;
+  if (log_[newest].device_calls == log_[previous].device_calls) return;  // nothing to gain
+  const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
+  if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
+  const char* rejected = build_plan(previous + 1, newest + 1);
+  if (rejected == nullptr) {
+    active_ = true;
+    phase_ = 0;
+    pending_ = start_phase_ == 0;
+  } else {
+    ++counters_.plans_rejected;
+    if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
+    rejected_steps_.push_back(step);
+  }
+  if (log_enabled(log_level::debug))
+    log_message(log_level::debug, "loop plan: step of " + std::to_string(step_tokens) + " events at event " +
+                                      std::to_string(newest) + ": " +
+                                      (rejected == nullptr ? "planned, span " + std::to_string(span_bytes_) + " bytes"
+                                                           : std::string("not planned (") + rejected + ")"));
+}
+
+const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end) {
+  const std::size_t step_tokens = step_end - step_begin;
+  std::vector<std::int64_t> block_of_phase(step_tokens, -1);
+  std::vector<step_block> blocks;
+  for (std::size_t phase = 0; phase < step_tokens; ++phase) {
+    const loop_token& token = log_[step_begin + phase].token;
+    if (token.size_bytes == 0) continue;
+    if (blocks.size() >= kMaxPlannedBlocks) return "too many blocks";
+    block_of_phase[phase] = static_cast<std::int64_t>(blocks.size());
+    blocks.push_back(step_block{phase, token.size_bytes, phase, SIZE_MAX, 0});
+  }
+  for (std::size_t phase = 0; phase < step_tokens; ++phase) {
+    const logged_token& entry = log_[step_begin + phase];
+    if (entry.token.size_bytes != 0) continue;
+    if (entry.sequence < first_logged_sequence_) return "frees a block made before recording began";
+    const std::size_t made_at = allocation_positions_[entry.sequence - first_logged_sequence_];
+    std::size_t made_phase = 0;
+    bool wraps = false;
+    if (made_at >= step_begin) {
+      made_phase = made_at - step_begin;
+    } else if (made_at + step_tokens >= step_begin) {
+      // Made in the step before: its twin in this step is made at the same phase, and
+      // freed here in the next step.
+      made_phase = made_at + step_tokens - step_begin;
+      if (!(log_[made_at].token == log_[step_begin + made_phase].token)) return "not periodic";
+      if (phase >= made_phase) return "a block lives longer than a step";
+      wraps = true;
+    } else {
+      return "a block lives longer than a step";
+    }
+    const std::int64_t block_index = block_of_phase[made_phase];
+    if (block_index < 0) return "not periodic";
+    step_block& block = blocks[static_cast<std::size_t>(block_index)];
+    if (block.first_end != SIZE_MAX) return "not periodic";
+    block.first_end = wraps ? step_tokens : phase;
+    block.second_end = wraps ? phase : 0;
+  }
+  // Closed: every block made in the step is freed within one step.
+  std::vector<std::int64_t> live_change(step_tokens + 1, 0);
+  for (const step_block& block : blocks) {
+    if (block.first_end == SIZE_MAX) return "not closed";
+    const auto bytes = static_cast<std::int64_t>(block.size_bytes);
+    live_change[block.first_begin] += bytes;
+    live_change[block.first_end] -= bytes;
+    if (block.second_end > 0) {
+      live_change[0] += bytes;
+      live_change[block.second_end] -= bytes;
+    }
+  }
+  // Placing starts after the event that leaves the least live bytes: there the blocks
+  // placed before the plan overlap its first planned blocks the least.
+  std::int64_t live = 0, peak = 0, least = INT64_MAX;
+  std::size_t start_phase = 0;
+  for (std::size_t phase = 0; phase < step_tokens; ++phase) {
+    live += live_change[phase];
+    peak = std::max(peak, live);
+    if (live < least) {
+      least = live;
+      start_phase = phase + 1 == step_tokens ? 0 : phase + 1;
+    }
+  }
+  const std::size_t span = lay_out_narrowest(blocks);
+  if (static_cast<double>(span) > static_cast<double>(peak) * (1.0 + headroom_)) return "layout too wide";
+  plan_.assign(step_tokens, planned_token{});
+  for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].token = log_[step_begin + phase].token;
+  for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].offset_bytes = -1;
+  for (const step_block& block : blocks) plan_[block.phase].offset_bytes = static_cast<std::int64_t>(block.offset_bytes);
+  span_bytes_ = span;
+  start_phase_ = start_phase;
+  return nullptr;
+}
+
+}  // namespace fragless::core

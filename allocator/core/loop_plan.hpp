@@ -1,0 +1,158 @@
+// Loop plans: finds the repeating step of a loop in the large pool's allocations and
+// frees, and lays that step's blocks out once, offline, so that every later step places
+// each block at the same planned offset (Note [Loop plans]).
+// Invariant: while a plan is active, two planned blocks whose lifetimes in the step overlap
+// never overlap in address (checked when the plan is built); the plan is followed only
+// while the events match it exactly, and the first mismatch abandons it.
+// Plain C++, no device calls; not thread-safe (the large pool's device lock covers it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/stream_set.hpp"
+
+namespace fragless::core {
+
+// Note [Loop plans]
+// Best-fit placement decides online, one request at a time. In a loop whose step touches
+// more distinct pages than it holds at its peak (blocks of one step land where the next
+// step's blocks cannot reuse them at the same moment), the page cache either moves pages
+// every step (map/unmap calls) or keeps the extra pages (reserved memory), Note [Page
+// moves]. But a training or inference loop repeats the same requests in the same order,
+// so once a step has been seen the whole step is known in advance and can be laid out as
+// an offline problem: a block's lifetime is an interval of the step, and two blocks may
+// share addresses when their intervals do not meet.
+//  - Recording: every allocation and free in the shared range becomes a token (size and
+//    stream of an allocation; for a free, how many allocations ago the freed block was
+//    made). Slabs and the exact start's small blocks (Note [Exact start]) are left out:
+//    they follow the size classes' load, not the loop. A rolling hash of the last
+//    kWindowTokens tokens finds the last time the same window occurred; the distance is
+//    the candidate step length.
+//  - Building: the step is the tokens since that window. It is planned only if it is
+//    closed -- every block made in it is freed within one step (a parameter or a cache
+//    that outlives a step is never in a plan; it stays placed as usual) -- and it mapped
+//    or moved pages (a loop that already makes no device call keeps its layout). Blocks
+//    are laid out largest first, each in the smallest gap among the already placed blocks
+//    whose lifetimes meet its own (lifetimes wrap around the step's end), in two orders
+//    (earlier start first, longer lifetime first); the narrower layout is taken if its
+//    span is within (1 + loop_plan_headroom) x the step's peak live bytes. A rejected step
+//    is remembered and not built again; O(blocks^2) work, once per plan.
+//  - Following: events are compared with the plan from the moment it is built, and
+//    placing starts after the event that leaves the step's least live bytes (between two
+//    steps of a training loop, usually nothing of the step is live), so the blocks placed
+//    before the plan and the planned ones overlap the least. The large pool then reserves
+//    one address range of the plan's span (a free-index segment of its own, which
+//    ordinary placement never uses) and places the k-th request of each step at its
+//    planned offset, after the usual stream ordering (Note [Stream reuse]). The range's
+//    pages are filled by moving the loop's old pages in (no growth), are never taken by
+//    page moves, and stay mapped from step to step: a loop whose plan fits makes no
+//    map/unmap call from its first fully planned step on. The step that hands over moves
+//    pages as before.
+//  - Deviation: another size or stream, a free out of order, a planned place still in
+//    use or a device failure abandons the plan: the request is placed as usual, the
+//    range returns to ordinary placement at once (its live blocks stay where they are)
+//    and recording starts again. Afterwards only a longer step is planned -- a layer
+//    inside a step repeats too, and must not win over the step -- until a whole log
+//    (kMaxLogTokens) passes without a plan.
+// Where it costs: recording is a hash-table insert per large event while no plan is
+// active; following is one comparison per event.
+struct loop_token {
+  std::uint64_t size_bytes = 0;  // allocation: its size; free: 0
+  std::uint64_t age = 0;         // free: allocations since the freed block was made (>= 1)
+  stream_id stream = nullptr;    // allocation: its stream
+  bool operator==(const loop_token&) const = default;
+};
+
+struct loop_plan_counters {
+  std::int64_t plans_built = 0;      // steps laid out and followed
+  std::int64_t plans_rejected = 0;   // candidate steps not closed, not worth it, or too wide
+  std::int64_t plans_abandoned = 0;  // plans left on a deviation
+  std::int64_t planned_allocations = 0;
+};
+
+class loop_plan {
+ public:
+  // Tokens of the window that identifies a step, and bounds on what is recorded/planned.
+  static constexpr std::size_t kWindowTokens = 32;
+  static constexpr std::size_t kMaxLogTokens = std::size_t{1} << 17;
+  static constexpr std::size_t kRememberedRejections = 16;
+  static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
+
+  void set_enabled(bool enabled) noexcept;
+  bool enabled() const noexcept { return enabled_; }
+  // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by this fraction.
+  void set_headroom(double fraction) noexcept { headroom_ = fraction < 0 ? 0 : fraction; }
+
+  // Hot for planned loops: the offset (from the plan's base) the next allocation gets if it
+  // is the one the active plan expects; nullopt otherwise.
+  std::optional<std::size_t> planned_offset(std::size_t size_bytes, stream_id stream) const noexcept;
+  // Records an allocation made in the shared range; `planned`: it was placed at its
+  // planned offset. `device_calls`: the pool's map+create calls so far. Returns the
+  // allocation's sequence number, which record_release takes back.
+  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
+                                  std::int64_t device_calls) noexcept;
+  void record_release(std::uint64_t sequence, std::int64_t device_calls) noexcept;
+
+  // A plan that reached its first planned event and waits for its address range.
+  bool plan_pending() const noexcept { return pending_; }
+  std::size_t plan_span_bytes() const noexcept { return span_bytes_; }
+  // The caller reserved the range (activate) or could not (reject).
+  void activate() noexcept;
+  void reject() noexcept;
+  // Blocks are being placed by the plan (its range must exist).
+  bool active() const noexcept { return placing_; }
+  // Leaves the active plan (a deviation the caller saw); recording starts again.
+  void abandon(const char* reason) noexcept;
+
+  const loop_plan_counters& counters() const noexcept { return counters_; }
+
+ private:
+  struct logged_token {
+    loop_token token;
+    std::uint64_t sequence;  // allocation: its own; free: the freed block's
+    std::int64_t device_calls;
+  };
+  void append(const logged_token& entry) noexcept;
+  void clear_log() noexcept;
+  // Note [Loop plans]: tries the step that ends at the newest token.
+  void look_for_step();
+  // nullptr when planned, else why not.
+  const char* build_plan(std::size_t step_begin, std::size_t step_end);
+  void follow(const loop_token& token) noexcept;
+
+  bool enabled_ = false;
+  double headroom_ = 0.03;
+  loop_plan_counters counters_;
+  std::uint64_t next_sequence_ = 1;
+
+  // Recording
+  std::vector<logged_token> log_;
+  std::uint64_t first_logged_sequence_ = 0;        // sequence of the log's first allocation
+  std::vector<std::size_t> allocation_positions_;  // sequence - first -> log position
+  std::unordered_map<std::uint64_t, std::size_t> window_ends_;  // window hash -> log position
+  std::uint64_t window_hash_ = 0;
+  std::size_t next_build_position_ = 0;  // Note [Loop plans]: back-off after a rejected step
+
+  // The plan: one entry per token of the step.
+  struct planned_token {
+    loop_token token;
+    std::int64_t offset_bytes;  // allocation: planned offset; free: -1
+  };
+  std::vector<planned_token> plan_;
+  std::size_t span_bytes_ = 0;
+  std::size_t phase_ = 0;        // index of the next expected token
+  std::size_t start_phase_ = 0;  // placing starts here: the step's least live bytes
+  bool active_ = false;          // events are compared with the plan
+  bool pending_ = false;         // at start_phase_, waiting for activate()/reject()
+  bool placing_ = false;         // blocks are placed by the plan
+  // Note [Loop plans]: after a plan is abandoned only longer steps are planned, until the
+  // log fills once without a plan; steps already rejected are not built again.
+  std::size_t min_step_tokens_ = 2 * kWindowTokens;
+  std::vector<std::pair<std::uint64_t, std::size_t>> rejected_steps_;  // (window hash, length)
+};
+
+}  // namespace fragless::core

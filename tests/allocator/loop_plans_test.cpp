@@ -1,0 +1,138 @@
+// Loop plans on simcuda (Note [Loop plans]): a two-stream loop whose step touches more
+// pages than its peak settles at zero device calls with a plan (and keeps moving pages
+// without one), every block's data survives, the race oracle stays at zero, and a
+// deviation leaves the plan without losing memory or consistency.
+#include <catch2/catch.hpp>
+
+#include <simcuda/control.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "consistency.hpp"
+#include "simcuda_support.hpp"
+
+using namespace fragless;
+using namespace fragless::testing;
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kPage = 2 * kMiB;
+
+struct step_shape {
+  std::vector<std::size_t> sizes;
+  std::vector<int> streams;                           // 0 or 1
+  std::vector<std::vector<std::size_t>> frees_after;  // blocks freed after allocation k
+};
+
+// Twelve rounds of: A and B, free A, C (too large for A's hole), free B and C -- the
+// three-block loop of the compaction tests, whose blocks touch 10 pages over a round but 7
+// at once. Rounds alternate between two streams, and each has its own scale (6/6/8 MiB
+// shrinking by 3/3/4 x 64 KiB a round), so the step has no shorter period.
+// Best fit puts C past B each time, so without a plan pages move every step (the 2 %
+// headroom allows no eighth page); laid out as a whole, the step fits in 7 pages.
+step_shape three_block_rounds() {
+  step_shape shape;
+  for (int round = 0; round < 12; ++round) {
+    const std::size_t scale = 2 * kMiB - static_cast<std::size_t>(round) * 64 * 1024;
+    const int stream = (round / 2) % 2;
+    const std::size_t a = shape.sizes.size();
+    shape.sizes.insert(shape.sizes.end(), {3 * scale, 3 * scale, 4 * scale});
+    shape.streams.insert(shape.streams.end(), {stream, stream, stream});
+    shape.frees_after.push_back({});
+    shape.frees_after.push_back({a});          // after B: free A
+    shape.frees_after.push_back({a + 1, a + 2});  // after C: free B and C
+  }
+  return shape;
+}
+
+struct loop_result {
+  std::vector<std::int64_t> calls_per_step;
+  std::int64_t peak_reserved_bytes = 0;
+  device_stats stats;
+  bool patterns_intact = true;
+};
+
+std::int64_t device_calls(const device_stats& stats) {
+  return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
+}
+
+// Runs `steps` steps of `shape`; in step `deviate_at` block 10 is 512 KiB larger. Every
+// block is written on its stream by a kernel and carries a pattern checked when it is freed.
+loop_result run_loop(const core::cache_settings& settings, const step_shape& shape, int steps,
+                     int deviate_at = -1) {
+  reset_simcuda();
+  auto instance = make_simcuda_allocator(settings);
+  core::device_cache& cache = instance->device(0);
+  void* streams[2] = {create_stream(), create_stream()};
+  loop_result result;
+  for (int step = 0; step < steps; ++step) {
+    const std::int64_t before = device_calls(cache.stats());
+    std::vector<void*> blocks(shape.sizes.size());
+    std::vector<std::size_t> sizes = shape.sizes;
+    if (step == deviate_at) sizes[10] += 512 * 1024;
+    for (std::size_t index = 0; index < sizes.size(); ++index) {
+      void* stream = streams[shape.streams[index]];
+      blocks[index] = instance->allocate(sizes[index], 0, stream);
+      const std::uint64_t seed = static_cast<std::uint64_t>(step) * 1000 + index;
+      fill_pattern(blocks[index], sizes[index], seed);
+      simcuda_launch(static_cast<simcuda_stream>(stream), blocks[index], sizes[index], 1);
+      // Kernels finish before a block is freed (so its pages are idle and may move),
+      // except in the step's last round: those are still pending when the next step, on
+      // the other stream, reuses the memory (the race oracle watches that ordering).
+      if (index + 3 < sizes.size()) simcuda_complete_all();
+      for (std::size_t freed : shape.frees_after[index]) {
+        if (!check_pattern(blocks[freed], sizes[freed], static_cast<std::uint64_t>(step) * 1000 + freed))
+          result.patterns_intact = false;
+        instance->deallocate(blocks[freed]);
+      }
+    }
+    result.calls_per_step.push_back(device_calls(cache.stats()) - before);
+  }
+  simcuda_complete_all();
+  result.stats = cache.stats();
+  result.peak_reserved_bytes = result.stats.reserved_bytes[pool_all].peak;
+  check_consistency(cache.snapshot(), result.stats);
+  cache.compact();
+  const device_stats after = cache.stats();
+  CHECK(after.reserved_bytes[pool_all].current <= static_cast<std::int64_t>(core::kCachedPagesKept * kPage));
+  destroy_stream(streams[0]);
+  destroy_stream(streams[1]);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("with a loop plan a loop that moves pages every step settles at zero device calls", "[loop_plans]") {
+  const step_shape shape = three_block_rounds();
+  core::cache_settings without_plans;
+  without_plans.loop_plans = false;
+  const loop_result moving = run_loop(without_plans, shape, 8);
+  INFO("without plans, calls per step: " << moving.calls_per_step.back());
+  REQUIRE(moving.calls_per_step.back() > 0);  // the shape is one that needs a plan
+  CHECK(moving.patterns_intact);
+
+  const loop_result planned = run_loop(core::cache_settings{}, shape, 8);
+  INFO("with plans, calls per step: " << planned.calls_per_step[4] << " " << planned.calls_per_step.back());
+  CHECK(planned.patterns_intact);
+  CHECK(planned.stats.num_loop_plans == 1);
+  CHECK(planned.stats.num_loop_plans_abandoned == 0);
+  CHECK(planned.stats.num_planned_allocations >= 4 * static_cast<std::int64_t>(shape.sizes.size()));
+  for (std::size_t step = 4; step < planned.calls_per_step.size(); ++step) CHECK(planned.calls_per_step[step] == 0);
+  // The plan's pages come from the pages the loop already had (moved, not added).
+  INFO("peak reserved " << planned.peak_reserved_bytes << " without plans " << moving.peak_reserved_bytes);
+  CHECK(planned.peak_reserved_bytes <= moving.peak_reserved_bytes + static_cast<std::int64_t>(2 * kPage));
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("a deviation from the step abandons the plan; data, memory and stats stay right", "[loop_plans]") {
+  const step_shape shape = three_block_rounds();
+  const loop_result result = run_loop(core::cache_settings{}, shape, 9, 5);
+  CHECK(result.patterns_intact);
+  CHECK(result.stats.num_loop_plans >= 1);
+  CHECK(result.stats.num_loop_plans_abandoned == 1);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
