@@ -15,9 +15,9 @@ import json
 import math
 import sys
 
-ALLOCATORS = ["fragless", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
+ALLOCATORS = ["fragless", "fragless[noplan]", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
 REPLAYED = ["fragless", "pytorch", "pytorch-expandable"]
-STEADY = ["fragless", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable"]
+STEADY = ["fragless", "fragless[noplan]", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable"]
 
 
 def gib(value):

@@ -235,7 +235,7 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
     if (result != backend::status::ok) return result;
     *address = block_address;
   }
-  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, planned, device_calls()) : 0;
+  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, planned, counters_.page_moves) : 0;
   try {
     placed_blocks_.emplace(*address, placed_block{size_bytes, sequence});
   } catch (...) {
@@ -462,7 +462,7 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
       if (placed != placed_blocks_.end()) {
         const std::uint64_t sequence = placed->second.sequence;
         placed_blocks_.erase(placed);
-        if (sequence != 0) plan_.record_release(sequence, device_calls());
+        if (sequence != 0) plan_.record_release(sequence, counters_.page_moves);
         after_plan_event();
       }
     }

@@ -108,6 +108,8 @@ namespace fragless::core {
 // over a step fit in it reaches zero device calls per step (as long as automatic
 // compaction leaves its pages alone, Note [Compaction]). page_move_headroom 0 restores
 // pure moving; page_moves off never moves while the reserved limit and the device allow.
+// A loop whose step does not fit gets a plan instead (Note [Loop plans]): a planned block
+// moves a page before creating one, and the plan's pages are never moved away.
 
 // Note [Compaction]
 // A compaction pass gives back free pages: every mapped page no live block touches is
@@ -306,7 +308,6 @@ class large_pool {
   bool in_plan_range(std::uintptr_t address) const noexcept {
     return address - plan_base_ < plan_range_bytes_;
   }
-  std::int64_t device_calls() const noexcept { return counters_.map + counters_.unmap; }
   // Note [Placement]: the address for a block of `size_bytes` and the free range holding it.
   std::optional<std::pair<std::uintptr_t, free_range>> choose_placement(std::size_t size_bytes) const;
   // Note [Placement]: whether a live block of `size_bytes` ends at `address` / starts at it.

@@ -10,6 +10,7 @@ namespace fragless::core {
 namespace {
 
 constexpr std::uint64_t kHashBase = 0x100000001b3ULL;
+constexpr const char* kLayoutTooWide = "layout too wide";
 
 std::uint64_t token_hash(const loop_token& token) noexcept {
   std::uint64_t value = token.size_bytes * 0x9e3779b97f4a7c15ULL;
@@ -112,7 +113,7 @@ std::optional<std::size_t> loop_plan::planned_offset(std::size_t size_bytes, str
 }
 
 std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
-                                           std::int64_t device_calls) noexcept {
+                                           std::int64_t page_moves) noexcept {
   const std::uint64_t sequence = next_sequence_++;
   if (!enabled_) return sequence;
   const loop_token token{size_bytes, 0, stream};
@@ -123,18 +124,25 @@ std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id str
     else follow(token);
     if (active_) return sequence;
   }
-  append(logged_token{token, sequence, device_calls});
+  if (recording(page_moves)) append(logged_token{token, sequence, page_moves});
   return sequence;
 }
 
-void loop_plan::record_release(std::uint64_t sequence, std::int64_t device_calls) noexcept {
+// Note [Loop plans]: recording starts at the first page move, and pauses after a whole log
+// without one, so a pool that never moves pages pays nothing for it.
+bool loop_plan::recording(std::int64_t page_moves) noexcept {
+  if (!recording_ && page_moves != moves_when_paused_) recording_ = true;
+  return recording_;
+}
+
+void loop_plan::record_release(std::uint64_t sequence, std::int64_t page_moves) noexcept {
   if (!enabled_) return;
   const loop_token token{0, next_sequence_ - sequence, nullptr};
   if (active_) {
     follow(token);
     if (active_) return;
   }
-  append(logged_token{token, sequence, device_calls});
+  if (recording(page_moves)) append(logged_token{token, sequence, page_moves});
 }
 
 void loop_plan::follow(const loop_token& token) noexcept {
@@ -188,8 +196,15 @@ void loop_plan::clear_log() noexcept {
 void loop_plan::append(const logged_token& entry) noexcept {
   try {
     if (log_.size() >= kMaxLogTokens) {
-      clear_log();  // a whole log without a plan: any step may be planned again
+      // A whole log without a plan: any step may be planned again; and if no page moved
+      // meanwhile, recording pauses until one does.
+      if (log_.front().page_moves == entry.page_moves) {
+        recording_ = false;
+        moves_when_paused_ = entry.page_moves;
+      }
+      clear_log();
       min_step_tokens_ = 2 * kWindowTokens;
+      if (!recording_) return;
     }
     if (log_.empty()) first_logged_sequence_ = entry.token.size_bytes != 0 ? entry.sequence : next_sequence_;
     if (entry.token.size_bytes != 0) {
@@ -221,7 +236,14 @@ void loop_plan::look_for_step() {
     if (!(log_[newest - back].token == log_[previous - back].token)) return;  // a hash collision
   // The step is (previous, newest]; frees in it may reach one step further back.
   next_build_position_ = newest + step_tokens;
-  if (log_[newest].device_calls == log_[previous].device_calls) return;  // nothing to gain
+  // Note [Loop plans]: only a loop that keeps moving pages, step after step, is planned.
+  if (log_[newest].page_moves == log_[previous].page_moves) {
+    moving_steps_ = 0;
+    return;
+  }
+  if (step_tokens != moving_step_tokens_) moving_steps_ = 0;
+  moving_step_tokens_ = step_tokens;
+  if (++moving_steps_ < kMovingStepsBeforePlan) return;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
   const char* rejected = build_plan(previous + 1, newest + 1);
@@ -231,8 +253,12 @@ void loop_plan::look_for_step() {
     pending_ = start_phase_ == 0;
   } else {
     ++counters_.plans_rejected;
-    if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
-    rejected_steps_.push_back(step);
+    // Only the layout is costly to redo; the other checks may pass one step later, with
+    // more of the loop recorded.
+    if (rejected == kLayoutTooWide) {
+      if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
+      rejected_steps_.push_back(step);
+    }
   }
   if (log_enabled(log_level::debug))
     log_message(log_level::debug, "loop plan: step of " + std::to_string(step_tokens) + " events at event " +
@@ -303,7 +329,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end) 
     }
   }
   const std::size_t span = lay_out_narrowest(blocks);
-  if (static_cast<double>(span) > static_cast<double>(peak) * (1.0 + headroom_)) return "layout too wide";
+  if (static_cast<double>(span) > static_cast<double>(peak) * (1.0 + headroom_)) return kLayoutTooWide;
   plan_.assign(step_tokens, planned_token{});
   for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].token = log_[step_begin + phase].token;
   for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].offset_bytes = -1;

@@ -34,13 +34,16 @@ namespace fragless::core {
 //    the candidate step length.
 //  - Building: the step is the tokens since that window. It is planned only if it is
 //    closed -- every block made in it is freed within one step (a parameter or a cache
-//    that outlives a step is never in a plan; it stays placed as usual) -- and it mapped
-//    or moved pages (a loop that already makes no device call keeps its layout). Blocks
+//    that outlives a step is never in a plan; it stays placed as usual) -- and it moved
+//    pages, as did the step before it (a loop that makes no device call keeps its layout;
+//    one that only creates pages is still growing, and one whose moves stop after its
+//    second step is still settling: re-laying those out would cost a step of moves for
+//    nothing). Blocks
 //    are laid out largest first, each in the smallest gap among the already placed blocks
 //    whose lifetimes meet its own (lifetimes wrap around the step's end), in two orders
 //    (earlier start first, longer lifetime first); the narrower layout is taken if its
-//    span is within (1 + loop_plan_headroom) x the step's peak live bytes. A rejected step
-//    is remembered and not built again; O(blocks^2) work, once per plan.
+//    span is within (1 + loop_plan_headroom) x the step's peak live bytes. A step whose
+//    layout was too wide is remembered and not laid out again (O(blocks^2) work).
 //  - Following: events are compared with the plan from the moment it is built, and
 //    placing starts after the event that leaves the step's least live bytes (between two
 //    steps of a training loop, usually nothing of the step is live), so the blocks placed
@@ -59,7 +62,9 @@ namespace fragless::core {
 //    inside a step repeats too, and must not win over the step -- until a whole log
 //    (kMaxLogTokens) passes without a plan.
 // Where it costs: recording is a hash-table insert per large event while no plan is
-// active; following is one comparison per event.
+// active, from the pool's first page move on (a pool that never moves pages records
+// nothing, and recording pauses again after kMaxLogTokens events without a move);
+// following is one comparison per event.
 struct loop_token {
   std::uint64_t size_bytes = 0;  // allocation: its size; free: 0
   std::uint64_t age = 0;         // free: allocations since the freed block was made (>= 1)
@@ -80,6 +85,8 @@ class loop_plan {
   static constexpr std::size_t kWindowTokens = 32;
   static constexpr std::size_t kMaxLogTokens = std::size_t{1} << 17;
   static constexpr std::size_t kRememberedRejections = 16;
+  // Consecutive steps that moved pages before a step is planned.
+  static constexpr int kMovingStepsBeforePlan = 2;
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
 
   void set_enabled(bool enabled) noexcept;
@@ -91,11 +98,11 @@ class loop_plan {
   // is the one the active plan expects; nullopt otherwise.
   std::optional<std::size_t> planned_offset(std::size_t size_bytes, stream_id stream) const noexcept;
   // Records an allocation made in the shared range; `planned`: it was placed at its
-  // planned offset. `device_calls`: the pool's map+create calls so far. Returns the
+  // planned offset. `page_moves`: the pool's page moves so far. Returns the
   // allocation's sequence number, which record_release takes back.
   std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
-                                  std::int64_t device_calls) noexcept;
-  void record_release(std::uint64_t sequence, std::int64_t device_calls) noexcept;
+                                  std::int64_t page_moves) noexcept;
+  void record_release(std::uint64_t sequence, std::int64_t page_moves) noexcept;
 
   // A plan that reached its first planned event and waits for its address range.
   bool plan_pending() const noexcept { return pending_; }
@@ -114,8 +121,9 @@ class loop_plan {
   struct logged_token {
     loop_token token;
     std::uint64_t sequence;  // allocation: its own; free: the freed block's
-    std::int64_t device_calls;
+    std::int64_t page_moves;
   };
+  bool recording(std::int64_t page_moves) noexcept;
   void append(const logged_token& entry) noexcept;
   void clear_log() noexcept;
   // Note [Loop plans]: tries the step that ends at the newest token.
@@ -130,12 +138,16 @@ class loop_plan {
   std::uint64_t next_sequence_ = 1;
 
   // Recording
+  bool recording_ = false;
+  std::int64_t moves_when_paused_ = 0;
   std::vector<logged_token> log_;
   std::uint64_t first_logged_sequence_ = 0;        // sequence of the log's first allocation
   std::vector<std::size_t> allocation_positions_;  // sequence - first -> log position
   std::unordered_map<std::uint64_t, std::size_t> window_ends_;  // window hash -> log position
   std::uint64_t window_hash_ = 0;
-  std::size_t next_build_position_ = 0;  // Note [Loop plans]: back-off after a rejected step
+  std::size_t next_build_position_ = 0;  // Note [Loop plans]: one candidate per step
+  std::size_t moving_step_tokens_ = 0;   // length of the steps counted in moving_steps_
+  int moving_steps_ = 0;
 
   // The plan: one entry per token of the step.
   struct planned_token {

@@ -46,9 +46,12 @@ struct drive_result {
   std::size_t span_bytes = 0;
 };
 
-drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t calls_per_step = 1) {
+// The pool makes `moves_per_step` page moves at the start of each of the first
+// `moving_steps` steps.
+drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t moves_per_step = 1,
+                   std::size_t moving_steps = SIZE_MAX) {
   drive_result result;
-  std::int64_t calls = 0;
+  std::int64_t moves = 0;
   std::map<std::size_t, std::size_t> planned_live;  // offset -> size
   for (std::size_t step = 0; step < steps; ++step) {
     std::vector<std::uint64_t> sequences(shape.sizes.size());
@@ -66,15 +69,15 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
         ++result.planned_allocations;
         result.first_planned_step = std::min(result.first_planned_step, step);
       }
-      if (index == 0) calls += calls_per_step;
-      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], offset.has_value(), calls);
+      if (index == 0 && step < moving_steps) moves += moves_per_step;
+      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], offset.has_value(), moves);
       if (plan.plan_pending()) {
         result.span_bytes = plan.plan_span_bytes();
         plan.activate();
       }
       for (std::size_t freed : shape.frees_after[index]) {
         if (offsets[freed] >= 0) planned_live.erase(static_cast<std::size_t>(offsets[freed]));
-        plan.record_release(sequences[freed], calls);
+        plan.record_release(sequences[freed], moves);
         if (plan.plan_pending()) {
           result.span_bytes = plan.plan_span_bytes();
           plan.activate();
@@ -106,9 +109,10 @@ TEST_CASE("a repeating closed step is planned, followed without overlaps, within
     plan.set_headroom(0.10);
     const drive_result result = drive(plan, shape, 6);
     CHECK(result.overlaps == 0);
-    // Seen in step 0, confirmed by the window at the start of step 1, placing from the
-    // step's least-live point (the end of a step here): step 2 onwards is planned whole.
-    CHECK(result.first_planned_step <= 2);
+    // Seen in step 0; its window recurs at the start of steps 1 and 2, two steps that
+    // moved pages; placing starts at the step's least-live point (its end, here): step 3
+    // onwards is planned whole.
+    CHECK(result.first_planned_step == 3);
     CHECK(result.planned_allocations >= 3 * shape.sizes.size());
     CHECK(plan.active());
     CHECK(plan.counters().plans_built == 1);
@@ -151,13 +155,27 @@ TEST_CASE("a step that keeps a block past its end is not planned", "[loop_plan]"
   CHECK(plan.counters().plans_rejected > 0);
 }
 
-TEST_CASE("a loop that makes no device call is left as it is", "[loop_plan]") {
+TEST_CASE("a loop that moves no page is left as it is", "[loop_plan]") {
   const step_shape shape = random_step(3, 80);
   loop_plan plan;
   plan.set_enabled(true);
   const drive_result result = drive(plan, shape, 6, 0);
   CHECK(result.planned_allocations == 0);
   CHECK(plan.counters().plans_built == 0);
+}
+
+TEST_CASE("a loop whose page moves stop after its second step is not planned", "[loop_plan]") {
+  const step_shape shape = random_step(4, 80);
+  for (std::size_t moving_steps : {2, 3}) {
+    INFO("steps that move pages: " << moving_steps);
+    loop_plan plan;
+    plan.set_enabled(true);
+    plan.set_headroom(0.10);
+    const drive_result result = drive(plan, shape, 6, 1, moving_steps);
+    // Steps 0-1 and 1-2 must both move pages.
+    CHECK((plan.counters().plans_built == 1) == (moving_steps == 3));
+    CHECK((result.planned_allocations > 0) == (moving_steps == 3));
+  }
 }
 
 TEST_CASE("a deviation abandons the plan, and only a longer step is planned after it", "[loop_plan]") {
