@@ -2,6 +2,7 @@
 // throws, never aborts; each problem gives exactly one warning naming the key and what is
 // accepted, and the option keeps its previous (default) value.
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -190,10 +191,10 @@ std::string option_value_text(const options& values, std::string_view key) {
   if (key == #option_key) return format_size_bytes(values.option_key);
 #define FRAGLESS_OPTION_FRACTION(option_key, default_value, description) \
   if (key == #option_key) {                                              \
-    std::ostringstream out;                                              \
-    out.precision(17);                                                   \
-    out << values.option_key;                                            \
-    return out.str();                                                    \
+    /* the shortest text that reads back as the same value */            \
+    char text[32];                                                       \
+    auto written = std::to_chars(text, text + sizeof text, values.option_key); \
+    return std::string(text, written.ptr);                               \
   }
 #define FRAGLESS_OPTION_BOOL(option_key, default_value, description) \
   if (key == #option_key) return values.option_key ? "True" : "False";

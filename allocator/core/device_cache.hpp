@@ -84,7 +84,7 @@ struct cache_settings {
   std::size_t compact_threshold_bytes = SIZE_MAX;        // Note [Compaction]; SIZE_MAX: no automatic pass
   bool background_compaction = false;                    // Note [Compaction]
   bool page_moves = true;                                // Note [Page moves]
-  double page_move_headroom = 0.02;                      // Note [Page moves]
+  double page_move_headroom = 0.01;                      // Note [Page moves]
   bool loop_plans = true;                                // Note [Loop plans]
   double loop_plan_headroom = 0.03;                      // Note [Loop plans]
   std::uint32_t compaction_age_passes = 10;              // Note [Compaction]
