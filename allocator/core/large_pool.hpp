@@ -111,7 +111,7 @@ namespace fragless::core {
 // 2 % before loop plans; over five repetitions a slowly growing trace
 // (medium_512_inference) then crept to 1.017x, above PyTorch's 1.016x, while 1 % leaves
 // every trace at or below PyTorch and at zero calls but one (kv-cache-inference, whose
-// cache outlives a step and so cannot be planned). page_move_headroom 0 restores pure
+// best layout is more than loop_plan_headroom over its step's peak). page_move_headroom 0 restores pure
 // moving; page_moves off never moves while the reserved limit and the device allow.
 
 // Note [Compaction]
