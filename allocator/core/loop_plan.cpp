@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/log.hpp"
+#include "core/monotonic_clock.hpp"
 
 namespace fragless::core {
 namespace {
@@ -246,7 +247,9 @@ void loop_plan::look_for_step() {
   if (++moving_steps_ < kMovingStepsBeforePlan) return;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
+  const std::int64_t build_start_ns = now_ns();
   const char* rejected = build_plan(previous + 1, newest + 1);
+  const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     active_ = true;
     phase_ = 0;
@@ -264,7 +267,8 @@ void loop_plan::look_for_step() {
     log_message(log_level::debug, "loop plan: step of " + std::to_string(step_tokens) + " events at event " +
                                       std::to_string(newest) + ": " +
                                       (rejected == nullptr ? "planned, span " + std::to_string(span_bytes_) + " bytes"
-                                                           : std::string("not planned (") + rejected + ")"));
+                                                           : std::string("not planned (") + rejected + ")") +
+                                      ", " + std::to_string(build_ns / 1000) + " us");
 }
 
 const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end) {
