@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the export lists simcuda mirrors from the real CUDA libraries:
-#   tools/simcuda/scripts/list_exports.sh [CUDA_ROOT]   (default /usr/local/cuda)
+#   simcuda/scripts/list_exports.sh [CUDA_ROOT]   (default /usr/local/cuda)
 # Writes src/runtime/runtime_exports.def (every libcudart.so.13 function) and
 # src/driver/driver_exports.def (every libcuda.so.1 function, from the link stub).
 set -euo pipefail
