@@ -7,6 +7,7 @@
 #include "backend/capture_aware_backend.hpp"
 #include "core/allocator.hpp"
 #include "core/log.hpp"
+#include "core/size_classes.hpp"
 #include "fragless/stats_publisher.hpp"
 
 namespace fragless::core {
@@ -59,9 +60,15 @@ allocator& global_allocator() {
   static allocator* const instance = [] {
     std::unique_ptr<backend::backend> cuda = backend::make_capture_aware(backend::make_cuda_backend());
     if (!cuda) throw device_error("fragless: the CUDA runtime could not be initialised");
-    const options values = options_from_environment();
-    auto* created = new allocator(std::move(cuda), settings_from_options(values));
-    if (values.publish_stats) start_publishing(*created);
+    cache_settings settings;
+    settings.conf = options_from_environment();
+    // Note [Narrower options]: small_max_bytes above the largest size class.
+    if (settings.conf.small_max_bytes > kSmallLimitBytes && settings.conf.small_max_bytes != options{}.small_max_bytes)
+      log_message(log_level::warn, "small_max_bytes " + std::to_string(settings.conf.small_max_bytes) +
+                                       " is above the largest size class (65536 bytes): requests above 64 KiB "
+                                       "are served by the large pool");
+    auto* created = new allocator(std::move(cuda), settings);
+    if (settings.conf.publish_stats) start_publishing(*created);
     return created;
   }();
   return *instance;

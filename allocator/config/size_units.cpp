@@ -3,6 +3,8 @@
 // 2^64 - 1 bytes is an error, never a wrapped number.
 #include <array>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -140,6 +142,23 @@ std::string format_size_bytes(std::uint64_t bytes) {
     ++unit;
   }
   return std::to_string(value) + std::string(names[unit]);
+}
+
+std::string format_bytes_readable(double bytes) {
+  static constexpr std::array<const char*, 5> names{"KiB", "MiB", "GiB", "TiB", "PiB"};
+  char text[64];
+  if (!(std::fabs(bytes) >= 1024.0)) {
+    std::snprintf(text, sizeof text, "%.0f bytes", bytes);
+    return text;
+  }
+  double value = bytes / 1024.0;
+  std::size_t unit = 0;
+  while (std::fabs(value) >= 1024.0 && unit + 1 < names.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::snprintf(text, sizeof text, "%.2f %s", value, names[unit]);
+  return text;
 }
 
 }  // namespace fragless

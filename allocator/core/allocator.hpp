@@ -86,8 +86,5 @@ class allocator {
 // The process-wide allocator (real CUDA backend, settings from FRAGLESS_CONF). Created on
 // first use and deliberately never destroyed: CUDA may already be torn down at exit.
 allocator& global_allocator();
-// Settings from parsed options, and from the environment (FRAGLESS_CONF).
-cache_settings settings_from_options(const options& values);
-cache_settings settings_from_environment();
 
 }  // namespace fragless::core

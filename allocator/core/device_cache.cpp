@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <array>
-#include <cinttypes>
-#include <cstdio>
 #include <map>
 
 #include "core/log.hpp"
 #include "core/size_classes.hpp"
+#include "fragless/options.hpp"
 
 namespace fragless::core {
 namespace {
@@ -25,23 +24,6 @@ struct shard_cache_entry {
 thread_local std::array<shard_cache_entry, 4> shard_cache{};
 thread_local unsigned shard_cache_next = 0;
 
-std::string format_bytes(std::uint64_t bytes) {
-  char text[64];
-  if (bytes < 1024) {
-    std::snprintf(text, sizeof text, "%" PRIu64 " bytes", bytes);
-  } else {
-    static const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes) / 1024.0;
-    std::size_t unit = 0;
-    while (value >= 1024.0 && unit + 1 < 4) {
-      value /= 1024.0;
-      ++unit;
-    }
-    std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
-  }
-  return text;
-}
-
 std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
 
 }  // namespace
@@ -53,13 +35,13 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       live_blocks_(live_blocks),
       settings_(settings),
       instance_id_(next_instance_id.fetch_add(1)),
-      small_limit_bytes_(std::min(settings.small_limit_bytes, kSmallLimitBytes)),
+      small_limit_bytes_(static_cast<std::size_t>(std::min<std::uint64_t>(settings.conf.small_max_bytes, kSmallLimitBytes))),
       exact_start_initial_(settings.exact_start_allocations <= 0
                                ? 0
                                : std::max(settings.exact_start_allocations, settings.small_program_exact_allocations)),
       exact_start_remaining_(exact_start_initial_),
       events_(device_backend, device),
-      large_(device_backend, device, events_) {}
+      large_(device_backend, device, events_, settings_) {}
 
 device_cache::~device_cache() {
   stop_background_compaction();
@@ -78,29 +60,20 @@ void device_cache::initialize() {
                        backend_.last_error_text());
   capacity_bytes_ = info.total_bytes;
   const auto range_bytes = static_cast<std::size_t>(static_cast<double>(capacity_bytes_) * settings_.virtual_range_factor);
-  if (large_.initialize(settings_.use_vmm, range_bytes) != backend::status::ok)
+  if (large_.initialize(range_bytes) != backend::status::ok)
     throw device_error("fragless: cannot set up device " + std::to_string(device_) + ": " + backend_.last_error_text());
-  if (settings_.use_vmm && !large_.uses_vmm())
+  if (settings_.wants_vmm() && !large_.uses_vmm())
     log_message(log_level::info, "device " + std::to_string(device_) +
                                      ": VMM unavailable, using cudaMalloc segments (" + backend_.last_error_text() + ")");
   if (log_enabled(log_level::info))
     log_message(log_level::info, "device " + std::to_string(device_) + ": " + backend_name() + " backend, capacity " +
-                                     format_bytes(capacity_bytes_));
+                                     format_bytes_readable(capacity_bytes_));
   if (settings_.unsafe_skip_stream_waits)
     log_message(log_level::warn, "unsafe_skip_stream_waits is on: blocks are reused across streams without "
                                  "ordering (test-only)");
-  large_.set_skip_stream_waits(settings_.unsafe_skip_stream_waits);
-  large_.set_reserved_limit(settings_.reserved_limit_bytes);
-  large_.set_segment_sizes(settings_.small_segment_bytes, settings_.large_segment_bytes);
-  large_.set_max_split(settings_.max_split_bytes);
-  large_.set_dedicated_threshold(settings_.dedicated_mapping_bytes);
-  large_.set_page_moves(settings_.page_moves);
-  large_.set_page_move_headroom(settings_.page_move_headroom);
-  large_.set_loop_plans(settings_.loop_plans, settings_.loop_plan_headroom);
-  large_.set_compaction_age(settings_.compaction_age_passes);
   stats_.page_compaction = large_.uses_vmm() ? 1 : 0;
   start_background_compaction();
-  stats_.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : as_signed(settings_.max_split_bytes);
+  stats_.max_split_size = settings_.conf.max_split_bytes == unlimited_bytes ? -1 : as_signed(settings_.conf.max_split_bytes);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -223,7 +196,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
-    const small_sums sums = sum_small_stats();
+    const small_pool_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     sample_peaks_locked(sums);
   }
@@ -250,9 +223,9 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
       address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
     }
     if (exact_start) end_exact_start_if_due_locked();
-    const small_sums sums = sum_small_stats();
+    const small_pool_sums sums = sum_small_stats();
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    if (size_bytes >= settings_.max_split_bytes) stats_.oversize_allocations.increase(1);
+    if (size_bytes >= settings_.conf.max_split_bytes) stats_.oversize_allocations.increase(1);
     stats_.allocation[pool_large].increase(1);
     stats_.active[pool_large].increase(1);
     stats_.allocated_bytes[pool_large].increase(as_signed(size_bytes));
@@ -317,14 +290,14 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     }
     if (log_enabled(log_level::info))
       log_message(log_level::info, "device " + std::to_string(device_) + ": out of memory for " +
-                                       format_bytes(request_bytes) + " after releasing the cache");
+                                       format_bytes_readable(request_bytes) + " after releasing the cache");
     throw_out_of_memory_locked(request_bytes);
   }
   // The caller gets the failure as a device_error; the log only traces it.
   if (log_enabled(log_level::debug))
     log_message(log_level::debug, "device " + std::to_string(device_) + ": " + backend_.last_error_text());
   throw device_error("fragless: device " + std::to_string(device_) + " failed to provide " +
-                     format_bytes(size_bytes) + ": " + backend_.last_error_text());
+                     format_bytes_readable(size_bytes) + ": " + backend_.last_error_text());
 }
 
 // Holds device_mutex_. Note [Release threshold] (garbage collection): above the threshold,
@@ -332,7 +305,7 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
 backend::status device_cache::allocate_with_collection_locked(std::size_t size_bytes, stream_id stream,
                                                               std::uintptr_t* address,
                                                               std::size_t* placed_bytes) noexcept {
-  const double fraction = settings_.garbage_collection_fraction;
+  const double fraction = settings_.conf.garbage_collection_threshold;
   if (!(fraction > 0.0)) return large_.allocate(size_bytes, stream, address, placed_bytes);
   const std::size_t limit = large_.reserved_limit_bytes();
   const std::size_t allowed = static_cast<std::size_t>(std::min<std::uint64_t>(capacity_bytes_, limit));
@@ -351,14 +324,14 @@ backend::status device_cache::allocate_with_collection_locked(std::size_t size_b
 
 // Holds device_mutex_. Note [Release threshold].
 void device_cache::release_above_threshold_locked() noexcept {
-  if (settings_.release_threshold_bytes == SIZE_MAX) return;
-  if (large_.cached_free_bytes() <= settings_.release_threshold_bytes) return;
-  large_.release_idle_cached(settings_.release_threshold_bytes);
+  if (settings_.conf.release_threshold_bytes == unlimited_bytes) return;
+  if (large_.cached_free_bytes() <= settings_.conf.release_threshold_bytes) return;
+  large_.release_idle_cached(settings_.conf.release_threshold_bytes);
 }
 
 // Holds device_mutex_. The slow-path point after a large free or a slab's return.
 void device_cache::release_after_free_locked() noexcept {
-  if (settings_.release_threshold_bytes == SIZE_MAX && settings_.compact_threshold_bytes == SIZE_MAX) return;
+  if (settings_.conf.release_threshold_bytes == unlimited_bytes && settings_.conf.compact_threshold_bytes == unlimited_bytes) return;
   release_above_threshold_locked();
   compact_if_due_locked();
   account_device_locked();
@@ -379,18 +352,18 @@ void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
   if (request_bytes > capacity_bytes_)
     hint = "The request is larger than the device.";
   else if (limit != SIZE_MAX && large_.reserved_bytes() + rounded_request_bytes(request_bytes) > limit)
-    hint = "The reserved-memory limit of " + format_bytes(limit) +
+    hint = "The reserved-memory limit of " + format_bytes_readable(limit) +
            " (set_memory_fraction / max_cached_bytes) was reached; raise it to allow more.";
   else
     hint = "If reserved but unallocated memory is large, memory is fragmented: call empty_cache() or reduce "
            "the peak of live memory (e.g. a smaller batch).";
   throw out_of_memory_error(
-      "CUDA out of memory. Tried to allocate " + format_bytes(request_bytes) + ". GPU " + std::to_string(device_) +
-      " has a total capacity of " + format_bytes(info.total_bytes) + " of which " + format_bytes(info.free_bytes) +
-      " is free. Of the allocated memory " + format_bytes(static_cast<std::uint64_t>(allocated)) +
-      " is allocated by fragless, and " + format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, reserved - allocated))) +
+      "CUDA out of memory. Tried to allocate " + format_bytes_readable(request_bytes) + ". GPU " + std::to_string(device_) +
+      " has a total capacity of " + format_bytes_readable(info.total_bytes) + " of which " + format_bytes_readable(info.free_bytes) +
+      " is free. Of the allocated memory " + format_bytes_readable(static_cast<std::uint64_t>(allocated)) +
+      " is allocated by fragless, and " + format_bytes_readable(static_cast<std::uint64_t>(std::max<std::int64_t>(0, reserved - allocated))) +
       " is reserved by fragless but unallocated. The largest free block is " +
-      format_bytes(large_.largest_free_reserved_bytes()) + ". " + hint);
+      format_bytes_readable(large_.largest_free_reserved_bytes()) + ". " + hint);
 }
 
 // Holds device_mutex_. Folds the large pool's reserved bytes and counters into the stats.
@@ -404,20 +377,12 @@ void device_cache::account_device_locked() noexcept {
     update(stats_.reserved_bytes, pool_large, as_signed(reserved) - as_signed(accounted_reserved_bytes_));
   if (segments != accounted_segments_)
     update(stats_.segment, pool_large, as_signed(segments) - as_signed(accounted_segments_));
-  stats_.num_device_alloc += now.device_alloc - accounted_counters_.device_alloc;
-  stats_.num_device_free += now.device_free - accounted_counters_.device_free;
-  stats_.num_map += now.map - accounted_counters_.map;
-  stats_.num_unmap += now.unmap - accounted_counters_.unmap;
-  stats_.map_ns += now.map_ns - accounted_counters_.map_ns;
-  stats_.unmap_ns += now.unmap_ns - accounted_counters_.unmap_ns;
-  stats_.num_cross_stream_waits += now.cross_stream_waits - accounted_counters_.cross_stream_waits;
-  stats_.num_sync_all_streams += now.device_syncs - accounted_counters_.device_syncs;
-  stats_.num_page_moves += now.page_moves - accounted_counters_.page_moves;
-  stats_.num_stitched_allocations += now.stitched_allocations - accounted_counters_.stitched_allocations;
   const loop_plan_counters& plans = large_.loop_plan_counts();
-  stats_.num_loop_plans += plans.plans_built - accounted_plan_counters_.plans_built;
-  stats_.num_loop_plans_abandoned += plans.plans_abandoned - accounted_plan_counters_.plans_abandoned;
-  stats_.num_planned_allocations += plans.planned_allocations - accounted_plan_counters_.planned_allocations;
+#define FRAGLESS_LARGE_POOL_COUNTER(member, stat, description) \
+  stats_.stat += now.member - accounted_counters_.member;
+#define FRAGLESS_LOOP_PLAN_COUNTER(member, stat, description) \
+  stats_.stat += plans.member - accounted_plan_counters_.member;
+#include "core/stat_sources.def"
   accounted_plan_counters_ = plans;
   stats_.pages_mapped.current = static_cast<std::int64_t>(large_.pages().mapped_count());
   stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
@@ -461,7 +426,7 @@ void device_cache::record_free_stats(const live_block& block, bool deactivate) n
   stats_.allocation[pool_large].decrease(1);
   stats_.allocated_bytes[pool_large].decrease(as_signed(block.size_bytes));
   stats_.requested_bytes[pool_large].decrease(as_signed(block.requested_bytes));
-  if (block.size_bytes >= settings_.max_split_bytes) stats_.oversize_allocations.decrease(1);
+  if (block.size_bytes >= settings_.conf.max_split_bytes) stats_.oversize_allocations.decrease(1);
   if (!deactivate) return;
   stats_.active[pool_large].decrease(1);
   stats_.active_bytes[pool_large].decrease(as_signed(block.size_bytes));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/cache_settings.hpp"
 #include "core/event_pool.hpp"
 #include "core/large_pool.hpp"
 #include "core/live_block_map.hpp"
@@ -52,14 +53,15 @@ namespace fragless::core {
 // (counted in num_sync_all_streams) and forgets every remembered stream.
 // Known limit (shared with PyTorch): streams are identified by handle value, so a new
 // stream that reuses a destroyed stream's handle inherits its small-pool shard.
-// Settings.unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
+// cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 // Note [Exact start]
-// A device's first kExactStartAllocations small requests skip the size-class slabs and are
-// placed exactly, at 512 B granularity, in the large pool (Note [Placement]). A program
+// A device's first exact_start_allocations (cache_settings, 1024) small requests skip the
+// size-class slabs and are placed exactly, at 512 B granularity, in the large pool
+// (Note [Placement]). A program
 // that allocates a lot is past the threshold within its first iterations and gets the
 // slab fast path for the rest of its life. A small program -- one whose reserved memory
-// never exceeded kSmallProgramReservedBytes -- keeps exact placement for up to
-// kSmallProgramExactAllocations small requests: for it the slabs' class rounding and partly
+// never exceeded small_program_reserved_bytes -- keeps exact placement for up to
+// small_program_exact_allocations small requests: for it the slabs' class rounding and partly
 // used slabs (up to ~2.5 MiB over 40 classes) are a large share of its memory, and a
 // program that repeats a planned set of buffers would otherwise switch to slabs part way
 // through a repetition, needing new slabs on top of the page its exactly placed buffers
@@ -67,34 +69,7 @@ namespace fragless::core {
 // on requests keeps a small program with a high allocation rate from paying the slow path
 // for long. Blocks placed exactly stay large-pool blocks until freed. The hot path reads one
 // counter that stops changing at zero; the end is decided on the exact path (device lock).
-inline constexpr std::int64_t kExactStartAllocations = 1024;
-inline constexpr std::int64_t kSmallProgramExactAllocations = 65536;
-inline constexpr std::size_t kSmallProgramReservedBytes = std::size_t{64} << 20;
 
-struct cache_settings {
-  bool use_vmm = true;
-  double virtual_range_factor = 2.0;  // VMM range = factor * device capacity
-  bool unsafe_skip_stream_waits = false;
-  std::size_t reserved_limit_bytes = SIZE_MAX;           // max_cached_bytes
-  std::size_t small_limit_bytes = 1024 * 1024;           // small_max_bytes, capped at kSmallLimitBytes
-  std::size_t release_threshold_bytes = SIZE_MAX;        // Note [Release threshold]
-  double garbage_collection_fraction = 0.0;              // Note [Release threshold]; 0: off
-  std::size_t max_split_bytes = SIZE_MAX;                // Note [Max split size]
-  std::size_t dedicated_mapping_bytes = SIZE_MAX;        // Note [Dedicated mappings]; SIZE_MAX: never
-  std::size_t compact_threshold_bytes = SIZE_MAX;        // Note [Compaction]; SIZE_MAX: no automatic pass
-  bool background_compaction = false;                    // Note [Compaction]
-  bool page_moves = true;                                // Note [Page moves]
-  double page_move_headroom = 0.01;                      // Note [Page moves]
-  bool loop_plans = true;                                // Note [Loop plans]
-  double loop_plan_headroom = 0.03;                      // Note [Loop plans]
-  std::uint32_t compaction_age_passes = 10;              // Note [Compaction]
-  std::int64_t compaction_interval_ns = 1'000'000'000;   // Note [Compaction]
-  std::int64_t exact_start_allocations = kExactStartAllocations;  // Note [Exact start]; 0: off
-  std::int64_t small_program_exact_allocations = kSmallProgramExactAllocations;  // Note [Exact start]
-  std::size_t small_program_reserved_bytes = kSmallProgramReservedBytes;        // Note [Exact start]
-  std::size_t small_segment_bytes = std::size_t{2} << 20;   // Note [Segment sizes]
-  std::size_t large_segment_bytes = std::size_t{20} << 20;  // Note [Segment sizes]
-};
 
 // Note [Release threshold]
 // Cached free memory (free pages in VMM mode, whole free segments in cudaMalloc mode) is
@@ -166,7 +141,7 @@ class device_cache {
   void* allocate_small(std::size_t request_bytes, stream_id stream);
   // `exact_start`: a small request placed exactly (Note [Exact start]).
   void* allocate_large(std::size_t request_bytes, stream_id stream, bool exact_start = false);
-  // Note [Exact start]: ends exact placement once a program past kExactStartAllocations
+  // Note [Exact start]: ends exact placement once a program past exact_start_allocations
   // small requests is not a small program. Holds device_mutex_.
   void end_exact_start_if_due_locked() noexcept;
   // Slow paths. All hold device_mutex_.
@@ -199,12 +174,9 @@ class device_cache {
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
   void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
   // The small-pool part of the per-allocation stats, summed over shards.
-  struct small_sums {
-    std::array<stat, 5> values{};  // allocation, active, allocated_bytes, active_bytes, requested_bytes
-  };
-  small_sums sum_small_stats();
+  small_pool_sums sum_small_stats();
   // Holds stats_mutex_: folds the current totals into the small/all peaks.
-  void sample_peaks_locked(const small_sums& sums) noexcept;
+  void sample_peaks_locked(const small_pool_sums& sums) noexcept;
   std::vector<void*> record_use_events(const live_block& block) noexcept;
   bool events_complete(const std::vector<void*>& events) noexcept;
 

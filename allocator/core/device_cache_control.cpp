@@ -99,19 +99,19 @@ void device_cache::record_compaction_locked(const compaction_outcome& outcome) n
 // only when more than compact_threshold_bytes are cached, and only over pages that stayed
 // free through the last compaction_age_passes automatic passes.
 void device_cache::compact_if_due_locked() noexcept {
-  if (settings_.compact_threshold_bytes == SIZE_MAX) return;
+  if (settings_.conf.compact_threshold_bytes == unlimited_bytes) return;
   const std::int64_t now = now_ns();
   if (now - last_compaction_ns_ < settings_.compaction_interval_ns) return;
-  if (large_.cached_free_bytes() <= settings_.compact_threshold_bytes) return;
+  if (large_.cached_free_bytes() <= settings_.conf.compact_threshold_bytes) return;
   last_compaction_ns_ = now;
   const compaction_outcome outcome =
-      large_.compact(compaction_pass{false, true, settings_.compact_threshold_bytes});
+      large_.compact(compaction_pass{false, true, settings_.conf.compact_threshold_bytes});
   large_.advance_epoch();
   record_compaction_locked(outcome);
 }
 
 void device_cache::start_background_compaction() {
-  if (!settings_.background_compaction || settings_.compact_threshold_bytes == SIZE_MAX) return;
+  if (!settings_.conf.background_compaction || settings_.conf.compact_threshold_bytes == unlimited_bytes) return;
   background_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(background_mutex_);
     const auto interval = std::chrono::nanoseconds(settings_.compaction_interval_ns);
@@ -140,7 +140,7 @@ void device_cache::set_memory_fraction(double fraction) {
     throw invalid_argument_error("fragless: memory fraction must be in (0, 1], got " + std::to_string(fraction));
   std::lock_guard<std::mutex> lock(device_mutex_);
   // The tighter of the fraction and the max_cached_bytes option.
-  large_.set_reserved_limit(std::min(settings_.reserved_limit_bytes,
+  large_.set_reserved_limit(std::min(settings_.conf.max_cached_bytes,
                                      static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_))));
 }
 

@@ -8,8 +8,9 @@
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
-// Note [Stats pools] (the per-allocation half). allocation, active, allocated_bytes,
-// active_bytes and requested_bytes change on every allocation and free. Their large-pool
+// Note [Stats pools] (the per-allocation half). The per-allocation stats (the
+// FRAGLESS_PER_ALLOCATION_STAT rows of core/stat_sources.def: allocation, active,
+// allocated_bytes, active_bytes, requested_bytes) change on every allocation and free. Their large-pool
 // part lives in stats_ (the large path holds the device lock anyway); their small-pool
 // part lives in each shard (shard_stats, written under the shard lock only), so the
 // small hot path shares no counter between threads. "all" is composed when read. Peaks
@@ -17,51 +18,56 @@ namespace fragless::core {
 // and every stats read -- so a peak reached by small allocations alone between two
 // samples can be missed; large-pool peaks, reserved bytes and segments are exact.
 namespace {
-constexpr std::array<pool_stat device_stats::*, 5> kPerAllocationStats = {
-    &device_stats::allocation, &device_stats::active, &device_stats::allocated_bytes, &device_stats::active_bytes,
-    &device_stats::requested_bytes};
-constexpr std::array<shard_stat shard_stats::*, 5> kShardStats = {
-    &shard_stats::allocation, &shard_stats::active, &shard_stats::allocated_bytes, &shard_stats::active_bytes,
-    &shard_stats::requested_bytes};
+
+// Calls visit(device field, shard field, sum field) once per FRAGLESS_PER_ALLOCATION_STAT
+// of core/stat_sources.def.
+template <typename Visit>
+void for_each_per_allocation_stat(Visit&& visit) {
+#define FRAGLESS_PER_ALLOCATION_STAT(name) \
+  visit(&device_stats::name, &shard_stats::name, &small_pool_sums::name);
+#include "core/stat_sources.def"
+}
+
 }  // namespace
 
-device_cache::small_sums device_cache::sum_small_stats() {
-  small_sums sums;
+small_pool_sums device_cache::sum_small_stats() {
+  small_pool_sums sums;
   std::shared_lock<std::shared_mutex> lock(shards_mutex_);
   for (auto& [stream, shard] : shards_)
-    for (std::size_t i = 0; i < kShardStats.size(); ++i) {
-      const shard_stat& counter = shard->counters().*kShardStats[i];
-      sums.values[i].current += counter.current.load(std::memory_order_relaxed);
-      sums.values[i].allocated += counter.allocated.load(std::memory_order_relaxed);
-      sums.values[i].freed += counter.freed.load(std::memory_order_relaxed);
-    }
+    for_each_per_allocation_stat([&](auto, auto shard_field, auto sum_field) {
+      const shard_stat& counter = shard->counters().*shard_field;
+      stat& sum = sums.*sum_field;
+      sum.current += counter.current.load(std::memory_order_relaxed);
+      sum.allocated += counter.allocated.load(std::memory_order_relaxed);
+      sum.freed += counter.freed.load(std::memory_order_relaxed);
+    });
   return sums;
 }
 
-void device_cache::sample_peaks_locked(const small_sums& sums) noexcept {
-  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
-    pool_stat& s = stats_.*kPerAllocationStats[i];
-    const std::int64_t small_current = sums.values[i].current;
+void device_cache::sample_peaks_locked(const small_pool_sums& sums) noexcept {
+  for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
+    pool_stat& s = stats_.*device_field;
+    const std::int64_t small_current = (sums.*sum_field).current;
     s[pool_small].peak = std::max(s[pool_small].peak, small_current);
     s[pool_all].peak = std::max(s[pool_all].peak, small_current + s[pool_large].current);
-  }
+  });
 }
 
 std::int64_t device_cache::active_blocks() {
-  const small_sums sums = sum_small_stats();
+  const small_pool_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-  return sums.values[1].current + stats_.active[pool_large].current;  // values[1]: active
+  return sums.active.current + stats_.active[pool_large].current;
 }
 
 void device_cache::reset_peak_stats() {
-  const small_sums sums = sum_small_stats();
+  const small_pool_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.reset_peak();
-  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
-    pool_stat& s = stats_.*kPerAllocationStats[i];
-    s[pool_small].peak = sums.values[i].current;
-    s[pool_all].peak = sums.values[i].current + s[pool_large].current;
-  }
+  for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
+    pool_stat& s = stats_.*device_field;
+    s[pool_small].peak = (sums.*sum_field).current;
+    s[pool_all].peak = (sums.*sum_field).current + s[pool_large].current;
+  });
 }
 
 void device_cache::reset_accumulated_stats() {
@@ -69,10 +75,10 @@ void device_cache::reset_accumulated_stats() {
     std::shared_lock<std::shared_mutex> lock(shards_mutex_);
     for (auto& [stream, shard] : shards_) {
       std::lock_guard<spin_lock> shard_lock(shard->mutex());
-      for (shard_stat shard_stats::*field : kShardStats) {
-        (shard->counters().*field).allocated.store(0, std::memory_order_relaxed);
-        (shard->counters().*field).freed.store(0, std::memory_order_relaxed);
-      }
+      for_each_per_allocation_stat([&](auto, auto shard_field, auto) {
+        (shard->counters().*shard_field).allocated.store(0, std::memory_order_relaxed);
+        (shard->counters().*shard_field).freed.store(0, std::memory_order_relaxed);
+      });
     }
   }
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
@@ -88,7 +94,7 @@ device_stats device_cache::stats(bool with_layout) {
   // their peaks tracked at each read. Everything else is a running counter.
   device_stats shape;
   if (with_layout) shape = stats_from_snapshot(snapshot(), device_);
-  const small_sums sums = sum_small_stats();
+  const small_pool_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   for (pool_stat device_stats::*field : {&device_stats::segment, &device_stats::inactive_split,
                                          &device_stats::inactive_split_bytes}) {
@@ -114,15 +120,16 @@ device_stats device_cache::stats(bool with_layout) {
   }
   sample_peaks_locked(sums);
   device_stats copy = stats_;
-  for (std::size_t i = 0; i < kPerAllocationStats.size(); ++i) {
-    pool_stat& s = copy.*kPerAllocationStats[i];
-    s[pool_small].current = sums.values[i].current;
-    s[pool_small].allocated = sums.values[i].allocated;
-    s[pool_small].freed = sums.values[i].freed;
+  for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
+    pool_stat& s = copy.*device_field;
+    const stat& small = sums.*sum_field;
+    s[pool_small].current = small.current;
+    s[pool_small].allocated = small.allocated;
+    s[pool_small].freed = small.freed;
     s[pool_all].current = s[pool_small].current + s[pool_large].current;
     s[pool_all].allocated = s[pool_small].allocated + s[pool_large].allocated;
     s[pool_all].freed = s[pool_small].freed + s[pool_large].freed;
-  }
+  });
   return copy;
 }
 
@@ -135,7 +142,7 @@ std::uint64_t stream_number(stream_id stream) noexcept { return reinterpret_cast
 memory_snapshot device_cache::snapshot() {
   memory_snapshot snap;
   snap.device_count = device_ + 1;
-  snap.max_split_size = settings_.max_split_bytes == SIZE_MAX ? -1 : static_cast<std::int64_t>(settings_.max_split_bytes);
+  snap.max_split_size = settings_.conf.max_split_bytes == unlimited_bytes ? -1 : static_cast<std::int64_t>(settings_.conf.max_split_bytes);
   const std::uint64_t private_pool = private_pool_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(device_mutex_);
   // Live and pending blocks, and slabs, by address.

@@ -20,8 +20,15 @@ constexpr int kMoveCandidates = 8;
 
 }  // namespace
 
-large_pool::large_pool(backend::backend& device_backend, int device, event_pool& events)
-    : backend_(device_backend), device_(device), events_(events) {}
+large_pool::large_pool(backend::backend& device_backend, int device, event_pool& events,
+                       const cache_settings& settings)
+    : backend_(device_backend),
+      device_(device),
+      events_(events),
+      settings_(settings),
+      compaction_age_passes_(settings.compaction_age_passes < 1 ? 1 : settings.compaction_age_passes),
+      reserved_limit_bytes_(settings.conf.max_cached_bytes),
+      plan_(settings.conf.loop_plan_headroom) {}
 
 large_pool::~large_pool() {
   // Teardown: give back whatever is left; live blocks are the program's leak.
@@ -46,8 +53,8 @@ large_pool::~large_pool() {
   }
 }
 
-backend::status large_pool::initialize(bool want_vmm, std::size_t range_bytes) noexcept {
-  if (want_vmm && backend_.supports_vmm(device_)) {
+backend::status large_pool::initialize(std::size_t range_bytes) noexcept {
+  if (settings_.wants_vmm() && backend_.supports_vmm(device_)) {
     const std::size_t page_bytes = backend_.vmm_granularity_bytes(device_);
     const std::size_t bytes = round_up(range_bytes, page_bytes);
     std::uintptr_t base = 0;
@@ -63,6 +70,7 @@ backend::status large_pool::initialize(bool want_vmm, std::size_t range_bytes) n
       uses_vmm_ = true;
       range_base_ = base;
       range_bytes_ = bytes;
+      plan_.set_enabled(settings_.conf.loop_plans);  // Note [Loop plans]: VMM mode only
       return backend::status::ok;
     }
     // Fall through to cudaMalloc segments: still correct, just coarser.
@@ -146,7 +154,7 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
-    if (uses_vmm_ && size_bytes >= dedicated_threshold_bytes_)
+    if (uses_vmm_ && size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes)
       return allocate_dedicated(size_bytes, stream, address, placed_bytes);
     return uses_vmm_ ? allocate_vmm(size_bytes, stream, address, placed_bytes)
                      : allocate_segment(size_bytes, stream, address, placed_bytes);
@@ -161,11 +169,11 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
 // an event recorded now on each of those streams (cudaStreamWaitEvent): it covers every
 // kernel queued before the free, and the host never blocks.
 bool large_pool::wait_forbidden(const stream_set& streams, stream_id stream) const noexcept {
-  return !skip_stream_waits_ && backend::capture_underway() && streams.foreign_to(stream);
+  return !settings_.unsafe_skip_stream_waits && backend::capture_underway() && streams.foreign_to(stream);
 }
 
 backend::status large_pool::order_after_streams(const free_range& range, stream_id stream) noexcept {
-  if (skip_stream_waits_ || !range.streams.foreign_to(stream)) return backend::status::ok;
+  if (settings_.unsafe_skip_stream_waits || !range.streams.foreign_to(stream)) return backend::status::ok;
   for (stream_id other : range.streams.streams()) {
     if (other == stream) continue;
     if (events_.order_after(stream, other) == backend::status::ok) {
@@ -281,7 +289,7 @@ backend::status large_pool::take_page(std::size_t first, std::size_t end, bool m
                                       backend::physical_handle* handle) noexcept {
   const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
   backend::status created = backend::status::out_of_memory;
-  const bool create_first = !move_first && (!page_moves_ || pages_.mapped_count() < growth_allowance_pages());
+  const bool create_first = !move_first && (!settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages());
   if (create_first && may_grow) {
     created = backend_.create_physical(device_, pages_.page_bytes(), handle);
     if (created == backend::status::ok) {
@@ -301,8 +309,8 @@ backend::status large_pool::take_page(std::size_t first, std::size_t end, bool m
 // than created: the headroom over the peak of live bytes, and never fewer than the peak of
 // pages live blocks touched at once (below that, moving cannot help).
 std::size_t large_pool::growth_allowance_pages() const noexcept {
-  if (page_move_headroom_ <= 0.0) return 0;
-  const double allowed_bytes = static_cast<double>(pages_.live_high_water_bytes()) * (1.0 + page_move_headroom_);
+  if (settings_.conf.page_move_headroom <= 0.0) return 0;
+  const double allowed_bytes = static_cast<double>(pages_.live_high_water_bytes()) * (1.0 + settings_.conf.page_move_headroom);
   const auto allowed_pages = static_cast<std::size_t>(allowed_bytes / static_cast<double>(pages_.page_bytes()));
   return std::max(pages_.touched_high_water_pages(), allowed_pages);
 }
@@ -383,18 +391,18 @@ void large_pool::release_handle(backend::physical_handle handle) noexcept {
 
 // Note [Segment sizes]
 std::size_t large_pool::segment_size_for(std::size_t size_bytes) const noexcept {
-  if (size_bytes <= small_segment_bytes_ / 2) return small_segment_bytes_;
-  if (size_bytes < large_segment_bytes_ / 2) return large_segment_bytes_;
+  if (size_bytes <= settings_.conf.small_segment_bytes / 2) return settings_.conf.small_segment_bytes;
+  if (size_bytes < settings_.conf.large_segment_bytes / 2) return settings_.conf.large_segment_bytes;
   return round_up(size_bytes, 2 * kMiB);
 }
 
 // Note [Max split size]
 std::optional<free_range> large_pool::segment_fit(std::size_t size_bytes) const {
   std::optional<free_range> range = index_.best_fit(size_bytes);
-  if (!range || max_split_bytes_ == SIZE_MAX) return range;
+  if (!range || settings_.conf.max_split_bytes == unlimited_bytes) return range;
   // Best fit is the smallest fitting range: if it is too large, every other one is too.
-  if (size_bytes < max_split_bytes_ && range->size_bytes >= max_split_bytes_) return std::nullopt;
-  if (size_bytes >= max_split_bytes_ && range->size_bytes - size_bytes >= large_segment_bytes_) return std::nullopt;
+  if (size_bytes < settings_.conf.max_split_bytes && range->size_bytes >= settings_.conf.max_split_bytes) return std::nullopt;
+  if (size_bytes >= settings_.conf.max_split_bytes && range->size_bytes - size_bytes >= settings_.conf.large_segment_bytes) return std::nullopt;
   return range;
 }
 
@@ -426,7 +434,7 @@ backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id s
   backend::status result = order_after_streams(*range, stream);
   if (result != backend::status::ok) return result;
   // Note [Max split size]: an oversize block takes its whole range, never splitting it.
-  const std::size_t take_bytes = size_bytes >= max_split_bytes_ ? range->size_bytes : size_bytes;
+  const std::size_t take_bytes = size_bytes >= settings_.conf.max_split_bytes ? range->size_bytes : size_bytes;
   index_.carve(range->address, take_bytes);
   *address = range->address;
   if (placed_bytes != nullptr) *placed_bytes = take_bytes;

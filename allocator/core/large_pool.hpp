@@ -2,10 +2,10 @@
 // and where slabs come from. Two ways to get device memory, chosen at start:
 //  - VMM (default where supported): one large reserved virtual range; blocks are placed
 //    best-fit at 512 B granularity inside it, at the end of their range that needs fewer
-//    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it needs them (Note [Page
-//    cache]). Very large requests get a range and mapping of their own instead (Note
-//    [Dedicated mappings]), and so does a request no free range can hold (Note
-//    [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
+//    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it needs them
+//    (Note [Page cache]). Very large requests get a range and mapping of their own instead
+//    (Note [Dedicated mappings]), and so does a request no free range can hold
+//    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
 //    A repeating loop's step can be laid out once and followed (Note [Loop plans]).
 //  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
 //    are ever released.
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/cache_settings.hpp"
 #include "core/event_pool.hpp"
 #include "core/free_index.hpp"
 #include "core/loop_plan.hpp"
@@ -93,8 +94,8 @@ namespace fragless::core {
 
 // Note [Page moves]
 // A block that needs a page where none is mapped either gets a new physical page
-// (cuMemCreate + cuMemMap) or takes an idle cached free page from elsewhere (Note [Page
-// cache]; cuMemUnmap + cuMemMap, no new memory). Moving keeps reserved memory at the peak
+// (cuMemCreate + cuMemMap) or takes an idle cached free page from elsewhere
+// (Note [Page cache]; cuMemUnmap + cuMemMap, no new memory). Moving keeps reserved memory at the peak
 // of pages live blocks touch at once, the lowest there is, but a loop whose blocks touch,
 // over one step, more distinct pages than at its peak then moves pages every step; creating
 // lets reserved memory settle at the pages the step touches over time, after which a
@@ -153,18 +154,11 @@ namespace fragless::core {
 // A failed stitch unmaps what it mapped, releases the handles it took and frees the range,
 // so nothing half-mapped is ever handed out.
 
-// Device-call counters of a large pool (the device cache folds them into the stats).
+// Device-call counters of a large pool, one per row of core/stat_sources.def (the device
+// cache folds them into the stats).
 struct large_pool_counters {
-  std::int64_t device_alloc = 0;  // cuMemCreate / cudaMalloc calls that succeeded
-  std::int64_t device_free = 0;   // cuMemRelease / cudaFree calls
-  std::int64_t map = 0;
-  std::int64_t unmap = 0;
-  std::int64_t map_ns = 0;
-  std::int64_t unmap_ns = 0;
-  std::int64_t page_moves = 0;
-  std::int64_t stitched_allocations = 0;
-  std::int64_t cross_stream_waits = 0;
-  std::int64_t device_syncs = 0;  // fallback synchronizations (Note [Stream reuse])
+#define FRAGLESS_LARGE_POOL_COUNTER(member, stat, description) std::int64_t member = 0;
+#include "core/stat_sources.def"
 };
 
 // A reserved region as the snapshot shows it: a cudaMalloc segment, or a run of mapped pages.
@@ -189,14 +183,15 @@ constexpr std::size_t kCachedPagesKept = 4;
 
 class large_pool {
  public:
-  large_pool(backend::backend& device_backend, int device, event_pool& events);
+  // Reads its options from `settings` (which must outlive the pool) for its whole life.
+  large_pool(backend::backend& device_backend, int device, event_pool& events, const cache_settings& settings);
   ~large_pool();
   large_pool(const large_pool&) = delete;
   large_pool& operator=(const large_pool&) = delete;
 
-  // Chooses the mode; VMM needs the backend's support and a reserved range of
-  // `range_bytes`. Returns the backend status of the failed step, if any.
-  backend::status initialize(bool want_vmm, std::size_t range_bytes) noexcept;
+  // Chooses the mode (settings.wants_vmm(); VMM needs the backend's support and a reserved
+  // range of `range_bytes`). Returns the backend status of the failed step, if any.
+  backend::status initialize(std::size_t range_bytes) noexcept;
   bool uses_vmm() const noexcept { return uses_vmm_; }
 
   // Places a block of `size_bytes` (a multiple of 512) for `stream`. On success the block
@@ -224,21 +219,6 @@ class large_pool {
   // Starts a new compaction epoch (Note [Compaction]).
   void advance_epoch() noexcept { pages_.advance_epoch(); }
 
-  // cudaMalloc mode segment sizes (Note [Segment sizes]).
-  void set_segment_sizes(std::size_t small_segment_bytes, std::size_t large_segment_bytes) noexcept {
-    small_segment_bytes_ = small_segment_bytes;
-    large_segment_bytes_ = large_segment_bytes;
-  }
-  // Note [Dedicated mappings]; SIZE_MAX: never.
-  void set_dedicated_threshold(std::size_t threshold_bytes) noexcept { dedicated_threshold_bytes_ = threshold_bytes; }
-  // Note [Page moves]
-  void set_page_moves(bool enabled) noexcept { page_moves_ = enabled; }
-  void set_page_move_headroom(double fraction) noexcept { page_move_headroom_ = fraction; }
-  // Note [Loop plans]
-  void set_loop_plans(bool enabled, double headroom) noexcept {
-    plan_.set_enabled(enabled && uses_vmm_);
-    plan_.set_headroom(headroom);
-  }
   const loop_plan_counters& loop_plan_counts() const noexcept { return plan_.counters(); }
   // Allocations made while one exists are neither recorded nor planned (slabs).
   class unplanned_scope {
@@ -254,15 +234,10 @@ class large_pool {
   bool loop_plan_active() const noexcept { return plan_.active(); }
   // Note [Page moves]: pages that may be mapped before missing ones are moved, not created.
   std::size_t growth_allowance_pages() const noexcept;
-  // Note [Compaction]: automatic passes take only what stayed free through this many passes.
-  void set_compaction_age(std::uint32_t passes) noexcept { compaction_age_passes_ = passes < 1 ? 1 : passes; }
-  // Note [Max split size]; SIZE_MAX: no limit.
-  void set_max_split(std::size_t max_split_bytes) noexcept { max_split_bytes_ = max_split_bytes; }
-
+  // The limit in force (max_cached_bytes, lowered by set_memory_fraction and, for one
+  // attempt, by the garbage collection of Note [Release threshold]).
   void set_reserved_limit(std::size_t limit_bytes) noexcept { reserved_limit_bytes_ = limit_bytes; }
   std::size_t reserved_limit_bytes() const noexcept { return reserved_limit_bytes_; }
-  // Test-only: reuse across streams without ordering (Note [Stream reuse]).
-  void set_skip_stream_waits(bool skip) noexcept { skip_stream_waits_ = skip; }
   std::size_t reserved_bytes() const noexcept;
   std::size_t device_segment_count() const noexcept;
   // Reserved memory no live block touches (whole free pages and cached mappings / whole
@@ -364,17 +339,16 @@ class large_pool {
   backend::backend& backend_;
   int device_;
   event_pool& events_;
+  const cache_settings& settings_;
   bool uses_vmm_ = false;
-  bool skip_stream_waits_ = false;
-  bool page_moves_ = true;  // Note [Page moves]
-  double page_move_headroom_ = 0.0;
-  std::uint32_t compaction_age_passes_ = 1;
+  // Note [Compaction]: automatic passes take only what stayed free through this many passes.
+  const std::uint32_t compaction_age_passes_;
   // Note [Compaction]: whether memory free since `free_since_epoch` may go in an aged pass.
   bool old_enough(std::uint32_t free_since_epoch) const noexcept {
     return pages_.epoch() - free_since_epoch >= compaction_age_passes_;
   }
   free_index index_;
-  std::size_t reserved_limit_bytes_ = SIZE_MAX;
+  std::size_t reserved_limit_bytes_;
   large_pool_counters counters_;
   // VMM mode
   std::uintptr_t range_base_ = 0;
@@ -398,9 +372,6 @@ class large_pool {
   // cudaMalloc mode: segment base -> size
   std::map<std::uintptr_t, std::size_t> segments_;
   std::size_t segment_bytes_ = 0;
-  std::size_t small_segment_bytes_ = std::size_t{2} << 20;
-  std::size_t large_segment_bytes_ = std::size_t{20} << 20;
-  std::size_t max_split_bytes_ = SIZE_MAX;
   // Note [Dedicated mappings], Note [Stitching]: base -> mapping (VMM mode).
   struct dedicated_mapping {
     std::size_t bytes;  // mapped bytes (all of range_bytes except after a failed release)
@@ -413,7 +384,6 @@ class large_pool {
     std::uint32_t free_since_epoch = 0;
   };
   std::map<std::uintptr_t, dedicated_mapping> dedicated_;
-  std::size_t dedicated_threshold_bytes_ = SIZE_MAX;
   std::size_t dedicated_bytes_ = 0;         // all dedicated mappings
   std::size_t dedicated_cached_bytes_ = 0;  // those no block uses
   std::uint64_t next_segment_id_ = 1;

@@ -21,8 +21,8 @@ namespace fragless::core {
 // Best-fit placement decides online, one request at a time. In a loop whose step touches
 // more distinct pages than it holds at its peak (blocks of one step land where the next
 // step's blocks cannot reuse them at the same moment), the page cache either moves pages
-// every step (map/unmap calls) or keeps the extra pages (reserved memory), Note [Page
-// moves]. But a training or inference loop repeats the same requests in the same order,
+// every step (map/unmap calls) or keeps the extra pages (reserved memory),
+// Note [Page moves]. But a training or inference loop repeats the same requests in the same order,
 // so once a step has been seen the whole step is known in advance and can be laid out as
 // an offline problem: a block's lifetime is an interval of the step, and two blocks may
 // share addresses when their intervals do not meet.
@@ -72,11 +72,11 @@ struct loop_token {
   bool operator==(const loop_token&) const = default;
 };
 
+// The plan's counters, one per row of core/stat_sources.def.
 struct loop_plan_counters {
-  std::int64_t plans_built = 0;      // steps laid out and followed
-  std::int64_t plans_rejected = 0;   // candidate steps not closed, not worth it, or too wide
-  std::int64_t plans_abandoned = 0;  // plans left on a deviation
-  std::int64_t planned_allocations = 0;
+#define FRAGLESS_LOOP_PLAN_COUNTER(member, stat, description) std::int64_t member = 0;
+#define FRAGLESS_LOOP_PLAN_LOCAL_COUNTER(member, description) std::int64_t member = 0;
+#include "core/stat_sources.def"
 };
 
 class loop_plan {
@@ -89,10 +89,13 @@ class loop_plan {
   static constexpr int kMovingStepsBeforePlan = 2;
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
 
+  // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by
+  // `headroom_fraction` (the loop_plan_headroom option). Starts disabled.
+  explicit loop_plan(double headroom_fraction) noexcept
+      : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction) {}
+
   void set_enabled(bool enabled) noexcept;
   bool enabled() const noexcept { return enabled_; }
-  // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by this fraction.
-  void set_headroom(double fraction) noexcept { headroom_ = fraction < 0 ? 0 : fraction; }
 
   // Hot for planned loops: the offset (from the plan's base) the next allocation gets if it
   // is the one the active plan expects; nullopt otherwise.
@@ -133,7 +136,7 @@ class loop_plan {
   void follow(const loop_token& token) noexcept;
 
   bool enabled_ = false;
-  double headroom_ = 0.03;
+  const double headroom_;
   loop_plan_counters counters_;
   std::uint64_t next_sequence_ = 1;
 

@@ -8,7 +8,7 @@ namespace {
 // holds more than the device), and no thread of its own.
 cache_settings pool_settings(cache_settings settings) {
   settings.virtual_range_factor = 1.0;
-  settings.background_compaction = false;
+  settings.conf.background_compaction = false;
   return settings;
 }
 

@@ -18,6 +18,7 @@
 #include "core/size_classes.hpp"
 #include "core/spin_lock.hpp"
 #include "core/stream_set.hpp"
+#include "fragless/stats.hpp"
 
 namespace fragless::core {
 
@@ -66,8 +67,17 @@ struct shard_stat {
 
 // The per-allocation stats of the small pool, kept per shard so the hot path shares no
 // counter between threads (Note [Stats pools] in device_cache.cpp).
+// One member per FRAGLESS_PER_ALLOCATION_STAT of core/stat_sources.def.
 struct shard_stats {
-  shard_stat allocation, active, allocated_bytes, active_bytes, requested_bytes;
+#define FRAGLESS_PER_ALLOCATION_STAT(stat) shard_stat stat;
+#include "core/stat_sources.def"
+};
+
+// The shards' per-allocation stats summed (current, allocated, freed), one member per
+// FRAGLESS_PER_ALLOCATION_STAT.
+struct small_pool_sums {
+#define FRAGLESS_PER_ALLOCATION_STAT(name) stat name{};
+#include "core/stat_sources.def"
 };
 
 class alignas(64) stream_shard {  // own cache lines: shards of different threads never share one

@@ -95,10 +95,10 @@ TEST_CASE("while a capture is underway the device sees no query, synchronization
   auto* fake = new fake_backend(512 * kMiB, vmm);
   auto* counting = new counting_backend(fake);
   core::cache_settings settings;
-  settings.use_vmm = vmm;
-  settings.compact_threshold_bytes = 0;   // automatic passes at every chance
+  settings.conf.backend = vmm ? fragless::backend_kind::vmm : fragless::backend_kind::cuda_malloc;
+  settings.conf.compact_threshold_bytes = 0;   // automatic passes at every chance
   settings.compaction_interval_ns = 0;
-  settings.release_threshold_bytes = 0;   // release after every free
+  settings.conf.release_threshold_bytes = 0;   // release after every free
   core::allocator instance(backend::make_capture_aware(std::unique_ptr<backend::backend>(counting)), settings);
   core::device_cache& cache = instance.device(0);
   // Some cached memory and some pending frees from before the capture.

@@ -1,5 +1,5 @@
-// Compaction and stitching on simcuda (docs/compaction.md, Note [Compaction], Note
-// [Stitching]): live data survives passes and stitches under multi-stream traffic with the
+// Compaction and stitching on simcuda (docs/compaction.md, Note [Compaction],
+// Note [Stitching]): live data survives passes and stitches under multi-stream traffic with the
 // race oracle watching; after compact() reserved memory is exactly the pages live blocks
 // touch plus a bounded cache, on random workloads and on a real trace; a request larger
 // than any free range succeeds by stitching or fails with PyTorch's OOM text; the
@@ -299,7 +299,7 @@ TEST_CASE("the cudaMalloc backend compacts whole free segments and says page com
   for (bool vmm : {true, false}) {
     INFO("vmm " << vmm);
     reset_simcuda();
-    auto instance = make_simcuda_allocator(core::cache_settings{vmm, 2.0, false});
+    auto instance = make_simcuda_allocator(core::cache_settings::for_backend(vmm));
     core::device_cache& cache = instance->device(0);
     CHECK(cache.stats().page_compaction == (vmm ? 1 : 0));
     std::vector<void*> blocks;
@@ -320,7 +320,7 @@ TEST_CASE("the cudaMalloc backend compacts whole free segments and says page com
 TEST_CASE("automatic compaction takes only pages free since the previous pass", "[compaction]") {
   reset_simcuda();
   core::cache_settings settings;
-  settings.compact_threshold_bytes = 4 * kMiB;
+  settings.conf.compact_threshold_bytes = 4 * kMiB;
   settings.compaction_interval_ns = 0;  // a pass at every slow-path point: epochs are deterministic
   settings.compaction_age_passes = 1;
   auto instance = make_simcuda_allocator(settings);
@@ -377,10 +377,10 @@ TEST_CASE("automatic compaction takes a page only after it stayed free through c
     INFO("age " << age);
     reset_simcuda();
     core::cache_settings settings;
-    settings.compact_threshold_bytes = 0;
+    settings.conf.compact_threshold_bytes = 0;
     settings.compaction_interval_ns = 0;
     settings.compaction_age_passes = age;
-    settings.page_moves = false;  // C gets new pages; A's pages leave only by compaction
+    settings.conf.page_moves = false;  // C gets new pages; A's pages leave only by compaction
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     void* a = instance->allocate(4 * kMiB, 0, nullptr);
@@ -411,9 +411,9 @@ TEST_CASE("automatic compaction takes a page only after it stayed free through c
 TEST_CASE("background compaction returns free pages with no allocator call", "[compaction]") {
   reset_simcuda();
   core::cache_settings settings;
-  settings.compact_threshold_bytes = 4 * kMiB;
+  settings.conf.compact_threshold_bytes = 4 * kMiB;
   settings.compaction_interval_ns = 2'000'000;  // 2 ms
-  settings.background_compaction = true;
+  settings.conf.background_compaction = true;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::vector<void*> blocks;
@@ -589,8 +589,8 @@ TEST_CASE("page_moves off: a loop that touches more pages than its peak settles 
   for (bool moves : {true, false}) {
     INFO("page_moves " << moves);
     core::cache_settings settings;
-    settings.page_moves = moves;
-    settings.page_move_headroom = 0.0;  // pure moving: see the headroom case below
+    settings.conf.page_moves = moves;
+    settings.conf.page_move_headroom = 0.0;  // pure moving: see the headroom case below
     const loop_outcome outcome = run_three_block_loop(settings);
     if (moves) {
       CHECK(outcome.last_step_calls > 0);
@@ -614,7 +614,7 @@ TEST_CASE("page_move_headroom: pages are created up to the headroom, moved past 
   for (const expectation& expected : {expectation{0.5, true, 20 * kMiB}, expectation{0.1, false, 14 * kMiB}}) {
     INFO("headroom " << expected.headroom);
     core::cache_settings settings;
-    settings.page_move_headroom = expected.headroom;
+    settings.conf.page_move_headroom = expected.headroom;
     const loop_outcome outcome = run_three_block_loop(settings);
     CHECK((outcome.last_step_calls == 0) == expected.zero_calls);
     CHECK(outcome.peak_reserved_bytes <= static_cast<std::int64_t>(expected.peak_bytes_at_most));
@@ -628,7 +628,7 @@ TEST_CASE("under a reserved limit a scattered request is stitched without passin
   reset_simcuda();
   core::cache_settings settings;
   settings.virtual_range_factor = 1.0;
-  settings.reserved_limit_bytes = 64 * kMiB;
+  settings.conf.max_cached_bytes = 64 * kMiB;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::vector<void*> blocks;
@@ -660,7 +660,7 @@ TEST_CASE("under a reserved limit a scattered request is stitched without passin
 TEST_CASE("the cudaMalloc backend releases exactly the segments that are wholly free", "[compaction]") {
   reset_simcuda();
   core::cache_settings settings;
-  settings.use_vmm = false;
+  settings.conf.backend = fragless::backend_kind::cuda_malloc;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::mt19937_64 random(5);

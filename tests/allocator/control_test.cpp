@@ -47,7 +47,7 @@ TEST_CASE("trim keeps the asked cached bytes, empty_cache releases the rest", "[
     INFO("vmm " << vmm);
     reset_simcuda();
     const std::uint64_t used_before = simcuda_used_bytes(0);
-    auto instance = make_simcuda_allocator(core::cache_settings{vmm, 2.0, false});
+    auto instance = make_simcuda_allocator(core::cache_settings::for_backend(vmm));
     core::device_cache& cache = instance->device(0);
     std::vector<void*> blocks;
     for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(12 * kMiB, 0, nullptr));
@@ -106,12 +106,12 @@ std::unique_ptr<core::allocator> exact_start_allocator(std::int64_t small_progra
   settings.small_program_exact_allocations = small_program_exact_allocations;
   return make_simcuda_allocator(settings);
 }
-constexpr std::size_t kLargeProgramBytes = core::kSmallProgramReservedBytes + kMiB;
+constexpr std::size_t kLargeProgramBytes = core::cache_settings{}.small_program_reserved_bytes + kMiB;
 }  // namespace
 
 TEST_CASE("exact start: a small program stays exact, a large one switches to slabs", "[control][exact_start]") {
   SECTION("a large program: exact for the first requests, slabs from then on") {
-    auto instance = exact_start_allocator(core::kSmallProgramExactAllocations);
+    auto instance = exact_start_allocator(core::cache_settings{}.small_program_exact_allocations);
     core::device_cache& cache = instance->device(0);
     instance->deallocate(instance->allocate(kLargeProgramBytes, 0, nullptr));
     small_pairs(*instance, 100);
@@ -129,7 +129,7 @@ TEST_CASE("exact start: a small program stays exact, a large one switches to sla
     CHECK(small_pool_allocations(cache) == 30);
   }
   SECTION("a small program that grows large switches at its next small request") {
-    auto instance = exact_start_allocator(core::kSmallProgramExactAllocations);
+    auto instance = exact_start_allocator(core::cache_settings{}.small_program_exact_allocations);
     core::device_cache& cache = instance->device(0);
     small_pairs(*instance, 300);
     CHECK(small_pool_allocations(cache) == 0);
@@ -185,9 +185,9 @@ TEST_CASE("cache options on simcuda: dedicated mappings and the release threshol
     INFO("vmm " << vmm);
     reset_simcuda();
     const std::uint64_t used_before = simcuda_used_bytes(0);
-    core::cache_settings settings{vmm, 2.0, false};
-    settings.dedicated_mapping_bytes = 64 * kMiB;
-    settings.release_threshold_bytes = 0;
+    core::cache_settings settings = core::cache_settings::for_backend(vmm);
+    settings.conf.dedicated_mapping_threshold_bytes = 64 * kMiB;
+    settings.conf.release_threshold_bytes = 0;
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     void* stream = create_stream(0);

@@ -22,7 +22,7 @@ struct fixture {
   core::allocator instance;
   fixture(std::uint64_t capacity, bool vmm)
       : device_backend(new fake_backend(capacity, vmm)),
-        instance(std::unique_ptr<backend::backend>(device_backend), core::cache_settings{vmm, 2.0, false}) {}
+        instance(std::unique_ptr<backend::backend>(device_backend), core::cache_settings::for_backend(vmm)) {}
   core::device_cache& cache() { return instance.device(0); }
   void check() { fragless::testing::check_consistency(cache().snapshot(), cache().stats()); }
 };

@@ -104,13 +104,13 @@ outcome run_with_fault(bool use_vmm, const char* function, std::uint64_t nth, in
     REQUIRE(simcuda_fail(function, nth, code, mode) == 0);
     std::unique_ptr<core::allocator> instance;
     try {
-      instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+      instance = make_simcuda_allocator(core::cache_settings::for_backend(use_vmm));
       instance->device(0);
     } catch (const error&) {
       // Initialisation itself may fail (cudaMemGetInfo, cuMemAddressReserve fall back):
       // a clear error, then a clean retry.
       simcuda_clear_faults();
-      instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+      instance = make_simcuda_allocator(core::cache_settings::for_backend(use_vmm));
     }
     seen = workload(*instance, stream_a, stream_b);
     simcuda_clear_faults();
@@ -142,7 +142,7 @@ TEST_CASE("every device call failing once leaves no crash, no leak, consistent s
       void* stream_a = create_stream(0);
       void* stream_b = create_stream(0);
       simcuda_reset_counters();
-      auto instance = make_simcuda_allocator(core::cache_settings{use_vmm, 2.0, false});
+      auto instance = make_simcuda_allocator(core::cache_settings::for_backend(use_vmm));
       const outcome clean = workload(*instance, stream_a, stream_b);
       CHECK(clean.oom_errors == 1);  // the 220 MiB request
       CHECK(clean.errors == 1);

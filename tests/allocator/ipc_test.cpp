@@ -76,7 +76,7 @@ TEST_CASE("an exported block opens here and in another process, on the same memo
   reset_simcuda();
   core::cache_settings settings;
   settings.exact_start_allocations = 0;  // the 4 KiB block comes from a slab
-  settings.dedicated_mapping_bytes = 64 * kMiB;
+  settings.conf.dedicated_mapping_threshold_bytes = 64 * kMiB;
   auto instance = make_simcuda_allocator(settings);
   void* spacer = instance->allocate(kMiB + 512, 0, nullptr);  // later blocks straddle pages
   // A slab object, a block over several pages of the shared range, a dedicated mapping.
@@ -137,7 +137,7 @@ TEST_CASE("stale, malformed and foreign handles are refused", "[ipc]") {
 TEST_CASE("the cudaMalloc backend shares through CUDA IPC handles", "[ipc]") {
   reset_simcuda();
   core::cache_settings settings;
-  settings.use_vmm = false;
+  settings.conf.backend = fragless::backend_kind::cuda_malloc;
   auto instance = make_simcuda_allocator(settings);
   REQUIRE(std::string(instance->device(0).backend_name()) == "cudaMalloc");
   void* first = instance->allocate(3 * kMiB, 0, nullptr);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/loop_plan.hpp"
+#include "fragless/options.hpp"
 
 using fragless::core::loop_plan;
 using fragless::core::stream_id;
@@ -104,9 +105,8 @@ TEST_CASE("a repeating closed step is planned, followed without overlaps, within
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
     INFO("seed " << seed);
     const step_shape shape = random_step(seed, 80);
-    loop_plan plan;
+    loop_plan plan(0.10);
     plan.set_enabled(true);
-    plan.set_headroom(0.10);
     const drive_result result = drive(plan, shape, 6);
     CHECK(result.overlaps == 0);
     // Seen in step 0; its window recurs at the start of steps 1 and 2, two steps that
@@ -128,9 +128,8 @@ TEST_CASE("a step whose layout needs more than the headroom is not planned", "[l
   std::size_t rejected_seeds = 0;
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
     const step_shape shape = random_step(seed, 80);
-    loop_plan plan;
+    loop_plan plan(0.0);
     plan.set_enabled(true);
-    plan.set_headroom(0.0);
     const drive_result result = drive(plan, shape, 4);
     if (plan.counters().plans_built == 0) {
       ++rejected_seeds;
@@ -147,7 +146,7 @@ TEST_CASE("a step that keeps a block past its end is not planned", "[loop_plan]"
   step_shape shape = random_step(7, 80);
   // Block 5 is never freed: the step is not closed (a parameter, a growing cache).
   for (auto& freed : shape.frees_after) freed.erase(std::remove(freed.begin(), freed.end(), 5), freed.end());
-  loop_plan plan;
+  loop_plan plan(fragless::options{}.loop_plan_headroom);
   plan.set_enabled(true);
   const drive_result result = drive(plan, shape, 6);
   CHECK(result.planned_allocations == 0);
@@ -157,7 +156,7 @@ TEST_CASE("a step that keeps a block past its end is not planned", "[loop_plan]"
 
 TEST_CASE("a loop that moves no page is left as it is", "[loop_plan]") {
   const step_shape shape = random_step(3, 80);
-  loop_plan plan;
+  loop_plan plan(fragless::options{}.loop_plan_headroom);
   plan.set_enabled(true);
   const drive_result result = drive(plan, shape, 6, 0);
   CHECK(result.planned_allocations == 0);
@@ -168,9 +167,8 @@ TEST_CASE("a loop whose page moves stop after its second step is not planned", "
   const step_shape shape = random_step(4, 80);
   for (std::size_t moving_steps : {2, 3}) {
     INFO("steps that move pages: " << moving_steps);
-    loop_plan plan;
+    loop_plan plan(0.10);
     plan.set_enabled(true);
-    plan.set_headroom(0.10);
     const drive_result result = drive(plan, shape, 6, 1, moving_steps);
     // Steps 0-1 and 1-2 must both move pages.
     CHECK((plan.counters().plans_built == 1) == (moving_steps == 3));
@@ -180,9 +178,8 @@ TEST_CASE("a loop whose page moves stop after its second step is not planned", "
 
 TEST_CASE("a deviation abandons the plan, and only a longer step is planned after it", "[loop_plan]") {
   const step_shape shape = random_step(11, 80);
-  loop_plan plan;
+  loop_plan plan(0.10);
   plan.set_enabled(true);
-  plan.set_headroom(0.10);
   drive(plan, shape, 4);
   REQUIRE(plan.active());
   // Another size where the plan expects its first allocation.
@@ -195,9 +192,8 @@ TEST_CASE("a deviation abandons the plan, and only a longer step is planned afte
   CHECK(plan.counters().plans_built == 1);
   // A step twice as long (the same shape twice, with other sizes) is.
   step_shape longer = random_step(12, 160);
-  loop_plan fresh;
+  loop_plan fresh(0.10);
   fresh.set_enabled(true);
-  fresh.set_headroom(0.10);
   CHECK(drive(fresh, longer, 5).planned_allocations > 0);
   const drive_result longer_result = drive(plan, longer, 6);
   CHECK(longer_result.planned_allocations > 0);
@@ -206,7 +202,7 @@ TEST_CASE("a deviation abandons the plan, and only a longer step is planned afte
 
 TEST_CASE("disabled, nothing is recorded or planned", "[loop_plan]") {
   const step_shape shape = random_step(5, 80);
-  loop_plan plan;
+  loop_plan plan(fragless::options{}.loop_plan_headroom);
   const drive_result result = drive(plan, shape, 6);
   CHECK(result.planned_allocations == 0);
   CHECK(plan.counters().plans_built == 0);

@@ -107,7 +107,7 @@ loop_result run_loop(const core::cache_settings& settings, const step_shape& sha
 TEST_CASE("with a loop plan a loop that moves pages every step settles at zero device calls", "[loop_plans]") {
   const step_shape shape = three_block_rounds();
   core::cache_settings without_plans;
-  without_plans.loop_plans = false;
+  without_plans.conf.loop_plans = false;
   const loop_result moving = run_loop(without_plans, shape, 8);
   INFO("without plans, calls per step: " << moving.calls_per_step.back());
   REQUIRE(moving.calls_per_step.back() > 0);  // the shape is one that needs a plan

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "consistency.hpp"
 #include "core/allocator.hpp"
@@ -25,15 +26,17 @@ struct fixture {
   fake_backend* device_backend;
   core::allocator instance;
   fixture(std::uint64_t capacity, const core::cache_settings& settings)
-      : device_backend(new fake_backend(capacity, settings.use_vmm)),
+      : device_backend(new fake_backend(capacity, settings.wants_vmm())),
         instance(std::unique_ptr<backend::backend>(device_backend), settings) {}
   core::device_cache& cache() { return instance.device(0); }
   void check() { fragless::testing::check_consistency(cache().snapshot(), cache().stats()); }
 };
 
+// The table's defaults, except no automatic compaction (compact_threshold_bytes defaults to
+// 256 MiB): each case isolates the option it tests from that other way of releasing cache.
 core::cache_settings mode(bool vmm) {
-  core::cache_settings settings;
-  settings.use_vmm = vmm;
+  core::cache_settings settings = core::cache_settings::for_backend(vmm);
+  settings.conf.compact_threshold_bytes = unlimited_bytes;
   return settings;
 }
 
@@ -46,7 +49,7 @@ TEST_CASE("release_threshold_bytes: idle cached memory above it goes at the next
   const bool enabled = GENERATE(false, true);
   INFO("vmm " << vmm << ", threshold " << (enabled ? "0" : "unlimited"));
   core::cache_settings settings = mode(vmm);
-  if (enabled) settings.release_threshold_bytes = 0;
+  if (enabled) settings.conf.release_threshold_bytes = 0;
   fixture f(kGiB, settings);
   void* keep = f.instance.allocate(1 * kMiB, 0, stream_number(1));
   const std::uint64_t base_bytes = f.device_backend->used_bytes();
@@ -77,7 +80,7 @@ TEST_CASE("release_threshold_bytes: idle cached memory above it goes at the next
 
 TEST_CASE("release_threshold_bytes: the cache keeps up to the threshold (VMM pages)", "[options]") {
   core::cache_settings settings = mode(true);
-  settings.release_threshold_bytes = 10 * kMiB;
+  settings.conf.release_threshold_bytes = 10 * kMiB;
   fixture f(kGiB, settings);
   void* block = f.instance.allocate(40 * kMiB, 0, stream_number(1));
   f.instance.deallocate(block);  // a large free is a slow-path point
@@ -91,7 +94,7 @@ TEST_CASE("garbage_collection_threshold: cached segments go before growing above
   const bool streams_idle = GENERATE(true, false);
   INFO("gc " << enabled << ", idle " << streams_idle);
   core::cache_settings settings = mode(false);
-  if (enabled) settings.garbage_collection_fraction = 0.5;
+  if (enabled) settings.conf.garbage_collection_threshold = 0.5;
   fixture f(kGiB, settings);
   void* a = f.instance.allocate(300 * kMiB, 0, stream_number(1));
   void* b = f.instance.allocate(300 * kMiB, 0, stream_number(1));
@@ -114,7 +117,7 @@ TEST_CASE("garbage_collection_threshold: cached segments go before growing above
 
 TEST_CASE("garbage_collection_threshold: below the threshold nothing is collected", "[options]") {
   core::cache_settings settings = mode(false);
-  settings.garbage_collection_fraction = 0.9;
+  settings.conf.garbage_collection_threshold = 0.9;
   fixture f(kGiB, settings);
   void* a = f.instance.allocate(300 * kMiB, 0, stream_number(1));
   void* b = f.instance.allocate(300 * kMiB, 0, stream_number(1));
@@ -130,7 +133,7 @@ TEST_CASE("max_split_bytes: oversize cached segments are not split; oversize sta
   const bool enabled = GENERATE(false, true);
   INFO("max_split " << enabled);
   core::cache_settings settings = mode(false);
-  if (enabled) settings.max_split_bytes = 40 * kMiB;
+  if (enabled) settings.conf.max_split_bytes = 40 * kMiB;
   fixture f(kGiB, settings);
   void* a = f.instance.allocate(100 * kMiB, 0, stream_number(1));
   f.instance.deallocate(a);
@@ -170,7 +173,7 @@ TEST_CASE("max_split_bytes: oversize cached segments are not split; oversize sta
 
 TEST_CASE("max_split_bytes: an oversize request does not take a much larger cached segment", "[options]") {
   core::cache_settings settings = mode(false);
-  settings.max_split_bytes = 40 * kMiB;
+  settings.conf.max_split_bytes = 40 * kMiB;
   fixture f(kGiB, settings);
   void* a = f.instance.allocate(200 * kMiB, 0, stream_number(1));
   f.instance.deallocate(a);
@@ -184,7 +187,7 @@ TEST_CASE("max_split_bytes: an oversize request does not take a much larger cach
 
 TEST_CASE("max_split_bytes in VMM mode: the oversize stats follow the threshold", "[options]") {
   core::cache_settings settings = mode(true);
-  settings.max_split_bytes = 40 * kMiB;
+  settings.conf.max_split_bytes = 40 * kMiB;
   fixture f(kGiB, settings);
   void* a = f.instance.allocate(50 * kMiB, 0, stream_number(1));
   void* b = f.instance.allocate(10 * kMiB, 0, stream_number(1));
@@ -204,8 +207,8 @@ TEST_CASE("small_segment_bytes / large_segment_bytes size cudaMalloc segments", 
   INFO("custom sizes " << custom);
   core::cache_settings settings = mode(false);
   if (custom) {
-    settings.small_segment_bytes = 4 * kMiB;
-    settings.large_segment_bytes = 40 * kMiB;
+    settings.conf.small_segment_bytes = 4 * kMiB;
+    settings.conf.large_segment_bytes = 40 * kMiB;
   }
   fixture f(kGiB, settings);
   void* slab_object = f.instance.allocate(1000, 0, stream_number(1));
@@ -223,7 +226,7 @@ TEST_CASE("dedicated_mapping_threshold_bytes: a very large request gets a mappin
   const bool enabled = GENERATE(false, true);
   INFO("dedicated " << enabled);
   core::cache_settings settings = mode(true);
-  if (enabled) settings.dedicated_mapping_bytes = 64 * kMiB;
+  if (enabled) settings.conf.dedicated_mapping_threshold_bytes = 64 * kMiB;
   fixture f(kGiB, settings);
   void* small_block = f.instance.allocate(1 * kMiB, 0, stream_number(1));  // in the shared range
   const std::int64_t maps_before = f.cache().stats().num_map;
@@ -268,8 +271,8 @@ TEST_CASE("dedicated_mapping_threshold_bytes: a very large request gets a mappin
 
 TEST_CASE("dedicated mappings follow the release threshold and stream safety", "[options]") {
   core::cache_settings settings = mode(true);
-  settings.dedicated_mapping_bytes = 64 * kMiB;
-  settings.release_threshold_bytes = 0;
+  settings.conf.dedicated_mapping_threshold_bytes = 64 * kMiB;
+  settings.conf.release_threshold_bytes = 0;
   fixture f(kGiB, settings);
   void* big = f.instance.allocate(128 * kMiB, 0, stream_number(1));
   REQUIRE(f.device_backend->used_bytes() == 128 * kMiB);
@@ -295,12 +298,12 @@ TEST_CASE("all options on: random operations keep stats and layout consistent", 
   const bool vmm = GENERATE(true, false);
   INFO("vmm " << vmm);
   core::cache_settings settings = mode(vmm);
-  settings.release_threshold_bytes = 64 * kMiB;
-  settings.garbage_collection_fraction = 0.6;
-  settings.max_split_bytes = 24 * kMiB;
-  settings.small_segment_bytes = 4 * kMiB;
-  settings.large_segment_bytes = 32 * kMiB;
-  settings.dedicated_mapping_bytes = 40 * kMiB;
+  settings.conf.release_threshold_bytes = 64 * kMiB;
+  settings.conf.garbage_collection_threshold = 0.6;
+  settings.conf.max_split_bytes = 24 * kMiB;
+  settings.conf.small_segment_bytes = 4 * kMiB;
+  settings.conf.large_segment_bytes = 32 * kMiB;
+  settings.conf.dedicated_mapping_threshold_bytes = 40 * kMiB;
   fixture f(2 * kGiB, settings);
   std::mt19937_64 random(vmm ? 3 : 4);
   std::vector<std::pair<void*, std::size_t>> live;
@@ -345,31 +348,31 @@ TEST_CASE("all options on: random operations keep stats and layout consistent", 
   CHECK(f.device_backend->used_bytes() == 0);
 }
 
-TEST_CASE("FRAGLESS_CONF keys reach the core settings; defaults keep everything off", "[options]") {
-  const core::cache_settings defaults = core::settings_from_options(parse_options(""));
-  CHECK(defaults.release_threshold_bytes == SIZE_MAX);
-  CHECK(defaults.garbage_collection_fraction == 0.0);
-  CHECK(defaults.max_split_bytes == SIZE_MAX);
-  CHECK(defaults.dedicated_mapping_bytes == 1024 * kMiB);  // the table's default
-  CHECK(defaults.small_segment_bytes == 2 * kMiB);
-  CHECK(defaults.large_segment_bytes == 20 * kMiB);
-  const core::cache_settings set = core::settings_from_options(parse_options(
-      "backend:cudaMalloc,release_threshold_bytes:8MiB,garbage_collection_threshold:0.75,max_split_bytes:64MiB,"
-      "dedicated_mapping_threshold_bytes:unlimited,small_segment_bytes:4MiB,large_segment_bytes:40MiB"));
-  CHECK_FALSE(set.use_vmm);
-  CHECK(set.release_threshold_bytes == 8 * kMiB);
-  CHECK(set.garbage_collection_fraction == 0.75);
-  CHECK(set.max_split_bytes == 64 * kMiB);
-  CHECK(set.dedicated_mapping_bytes == SIZE_MAX);
-  CHECK(set.small_segment_bytes == 4 * kMiB);
-  CHECK(set.large_segment_bytes == 40 * kMiB);
+TEST_CASE("FRAGLESS_CONF options reach the core under their table names, with the table's defaults", "[options]") {
+  // Defaults: the table's (vmm backend, no max split size).
+  core::cache_settings defaults;
+  defaults.conf = parse_options("");
+  CHECK(defaults.conf == options{});
+  fixture plain(kGiB, defaults);
+  CHECK(std::string(plain.cache().backend_name()) == "vmm");
+  CHECK(plain.cache().stats().max_split_size == -1);
+  // Set: the parsed value is the value the cache reads.
+  core::cache_settings set;
+  set.conf = parse_options("backend:cudaMalloc,max_split_bytes:64MiB,large_segment_bytes:40MiB");
+  CHECK_FALSE(set.wants_vmm());
+  fixture configured(kGiB, set);
+  CHECK(std::string(configured.cache().backend_name()) == "cudaMalloc");
+  CHECK(configured.cache().stats().max_split_size == static_cast<std::int64_t>(64 * kMiB));
+  void* block = configured.instance.allocate(12 * kMiB, 0, stream_number(1));
+  CHECK(configured.device_backend->used_bytes() == 40 * kMiB);  // one large segment
+  configured.instance.deallocate(block);
 }
 
 TEST_CASE("dedicated mappings: a failing device call leaves nothing behind", "[options][faults]") {
   const char* call = GENERATE("reserve_address_range", "create_physical", "map");
   INFO("failing " << call);
   core::cache_settings settings = mode(true);
-  settings.dedicated_mapping_bytes = 64 * kMiB;
+  settings.conf.dedicated_mapping_threshold_bytes = 64 * kMiB;
   fixture f(kGiB, settings);
   f.cache();  // the shared range is reserved before the failure is armed
   f.device_backend->fail_next = call;

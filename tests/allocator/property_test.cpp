@@ -109,7 +109,7 @@ void run_worker(core::allocator& instance, int thread_index, long operations, st
 }
 
 void run_property(const core::cache_settings& settings, int threads, long operations) {
-  const bool use_vmm = settings.use_vmm;
+  const bool use_vmm = settings.wants_vmm();
   reset_simcuda();
   const std::uint64_t used_before = simcuda_used_bytes(0);
   auto instance = make_simcuda_allocator(settings);
@@ -163,11 +163,11 @@ void run_property(const core::cache_settings& settings, int threads, long operat
 }  // namespace
 
 TEST_CASE("property: VMM backend, random operations over threads and streams", "[property][vmm]") {
-  run_property(core::cache_settings{true, 2.0, false}, 4, operations_from_env(8000));
+  run_property(core::cache_settings::for_backend(true), 4, operations_from_env(8000));
 }
 
 TEST_CASE("property: cudaMalloc backend, random operations over threads and streams", "[property][cudamalloc]") {
-  run_property(core::cache_settings{false, 2.0, false}, 4, operations_from_env(8000));
+  run_property(core::cache_settings::for_backend(false), 4, operations_from_env(8000));
 }
 
 // The cache options release memory early (without synchronizing) and split differently:
@@ -175,13 +175,13 @@ TEST_CASE("property: cudaMalloc backend, random operations over threads and stre
 TEST_CASE("property: cache options on, random operations over threads and streams", "[property][options]") {
   for (bool vmm : {true, false}) {
     INFO("vmm " << vmm);
-    core::cache_settings settings{vmm, 2.0, false};
-    settings.release_threshold_bytes = 8u << 20;
-    settings.reserved_limit_bytes = std::size_t{3} << 30;  // allowed memory: the collection starts at 614 MiB
-    settings.garbage_collection_fraction = 0.2;
-    settings.max_split_bytes = 20u << 20;
-    settings.dedicated_mapping_bytes = 4u << 20;
-    settings.large_segment_bytes = 8u << 20;
+    core::cache_settings settings = core::cache_settings::for_backend(vmm);
+    settings.conf.release_threshold_bytes = 8u << 20;
+    settings.conf.max_cached_bytes = std::size_t{3} << 30;  // allowed memory: the collection starts at 614 MiB
+    settings.conf.garbage_collection_threshold = 0.2;
+    settings.conf.max_split_bytes = 20u << 20;
+    settings.conf.dedicated_mapping_threshold_bytes = 4u << 20;
+    settings.conf.large_segment_bytes = 8u << 20;
     run_property(settings, 4, operations_from_env(8000) / 2);
   }
 }

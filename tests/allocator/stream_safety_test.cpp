@@ -24,7 +24,8 @@ struct fixture {
   void* stream_b;
   explicit fixture(bool skip_waits, bool use_vmm = true) {
     reset_simcuda();
-    core::cache_settings settings{use_vmm, 2.0, skip_waits};
+    core::cache_settings settings = core::cache_settings::for_backend(use_vmm);
+    settings.unsafe_skip_stream_waits = skip_waits;
     settings.exact_start_allocations = 0;  // small requests go to slabs (Note [Exact start])
     instance = make_simcuda_allocator(settings);
     stream_a = create_stream(0);
@@ -171,8 +172,8 @@ TEST_CASE("release_threshold_bytes releases memory only once no kernel can touch
     INFO("vmm " << vmm);
     reset_simcuda();
     const std::uint64_t used_before = simcuda_used_bytes(0);
-    core::cache_settings settings{vmm, 2.0, false};
-    settings.release_threshold_bytes = 0;
+    core::cache_settings settings = core::cache_settings::for_backend(vmm);
+    settings.conf.release_threshold_bytes = 0;
     auto instance = make_simcuda_allocator(settings);
     void* stream_a = create_stream(0);
     const std::size_t size = 40u << 20;

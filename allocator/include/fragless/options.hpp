@@ -84,5 +84,10 @@ std::string options_markdown_table();
 // largest binary unit that divides exactly ("4GiB", "1536KiB", "513B").
 bool parse_size_bytes(std::string_view text, bool allows_unlimited, std::uint64_t& bytes, std::string& error);
 std::string format_size_bytes(std::uint64_t bytes);
+// For people, not the parser: "512 bytes" below 1 KiB, else two decimals in the largest
+// binary unit up to PiB ("1.50 KiB", "7.38 GiB") -- PyTorch's format_size. The one byte
+// formatter of log lines, error messages, the benchmark's table and fragless-stats.
+std::string format_bytes_readable(double bytes);
+inline std::string format_bytes_readable(std::uint64_t bytes) { return format_bytes_readable(static_cast<double>(bytes)); }
 
 }  // namespace fragless
