@@ -2,6 +2,8 @@
 // Invariant: JSON strings are escaped; numbers are finite or null.
 #include "outputs.hpp"
 
+#include "fragless/options.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +16,7 @@ namespace {
 std::string number_text(double value, field_kind kind) {
   char buffer[64];
   switch (kind) {
-    case field_kind::bytes: return format_bytes(value);
+    case field_kind::bytes: return format_bytes_readable(value);
     case field_kind::ratio: std::snprintf(buffer, sizeof buffer, "%.3f", value); return buffer;
     case field_kind::nanoseconds: std::snprintf(buffer, sizeof buffer, "%.0f", value); return buffer;
     case field_kind::count: std::snprintf(buffer, sizeof buffer, "%.0f", value); return buffer;
@@ -66,17 +68,6 @@ std::string csv_escape(const std::string& text) {
 }
 
 }  // namespace
-
-std::string format_bytes(double bytes) {
-  char buffer[64];
-  const double gib = 1024.0 * 1024.0 * 1024.0;
-  const double mib = 1024.0 * 1024.0;
-  if (std::fabs(bytes) >= gib) std::snprintf(buffer, sizeof buffer, "%.2f GiB", bytes / gib);
-  else if (std::fabs(bytes) >= mib) std::snprintf(buffer, sizeof buffer, "%.1f MiB", bytes / mib);
-  else if (std::fabs(bytes) >= 1024.0) std::snprintf(buffer, sizeof buffer, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(buffer, sizeof buffer, "%.0f B", bytes);
-  return buffer;
-}
 
 // Note [Summary rows]
 // A geometric mean compares allocators only over the same traces. Summary rows therefore

@@ -19,9 +19,6 @@ std::string format_csv(const std::vector<result_row>& rows);
 // One panel per trace: live bytes and each allocator's reserved bytes over the trace.
 std::string format_svg_plot(const std::vector<result_row>& rows, const std::string& title);
 
-// "1.50 GiB" / "12.0 MiB" / "512 B".
-std::string format_bytes(double bytes);
-
 // Writes to `path`.tmp then renames; throws std::runtime_error naming the path on failure.
 void write_file_atomically(const std::string& path, const std::string& contents);
 

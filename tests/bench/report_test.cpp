@@ -65,7 +65,7 @@ TEST_CASE("summary rows: geometric means over ok rows only", "[bench][report]") 
   const std::string table = format_table(with_summary);
   CHECK(table.find("geomean (2 common traces)") != std::string::npos);
   CHECK(table.find("failed: crashed") != std::string::npos);
-  CHECK(table.find("8.0 MiB") != std::string::npos);  // t2: 4 x 2 MiB
+  CHECK(table.find("8.00 MiB") != std::string::npos);  // t2: 4 x 2 MiB
 }
 
 TEST_CASE("SVG plot: one titled panel per trace, a legend entry per allocator", "[bench][report]") {

@@ -97,8 +97,8 @@ TEST_CASE("list shows the fixture with its devices and exact numbers") {
   CHECK(text.out.find("stats_publisher") != std::string::npos);
   for (int device : fixture::devices) {
     const device_stats s = fixture::known_stats(device);
-    CHECK(text.out.find(cli::human_bytes(static_cast<double>(s.allocated_bytes[pool_all].current))) != std::string::npos);
-    CHECK(text.out.find(cli::human_bytes(static_cast<double>(s.reserved_bytes[pool_all].current))) != std::string::npos);
+    CHECK(text.out.find(format_bytes_readable(static_cast<double>(s.allocated_bytes[pool_all].current))) != std::string::npos);
+    CHECK(text.out.find(format_bytes_readable(static_cast<double>(s.reserved_bytes[pool_all].current))) != std::string::npos);
   }
 
   const auto as_json = run_cli({"list", "--json"});

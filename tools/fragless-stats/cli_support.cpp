@@ -74,20 +74,6 @@ style make_style(bool no_color_flag) {
   return s;
 }
 
-std::string human_bytes(double bytes) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  std::size_t unit = 0;
-  double value = bytes;
-  while (std::fabs(value) >= 1024 && unit + 1 < 6) {
-    value /= 1024;
-    ++unit;
-  }
-  char buffer[64];
-  if (unit == 0) std::snprintf(buffer, sizeof buffer, "%.0f B", value);
-  else std::snprintf(buffer, sizeof buffer, "%.2f %s", value, units[unit]);
-  return buffer;
-}
-
 std::string percent(double ratio) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.1f%%", ratio * 100.0);

@@ -60,8 +60,6 @@ struct style {
 };
 style make_style(bool no_color_flag);
 
-// "1.50 GiB", "512 B": human sizes for tables.
-std::string human_bytes(double bytes);
 std::string percent(double ratio);
 
 bool write_file(const std::string& path, std::string_view content, std::string& error);

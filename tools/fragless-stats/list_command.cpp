@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "commands.hpp"
+#include "fragless/options.hpp"
 #include "stats_output.hpp"
 
 namespace fragless::cli {
@@ -101,8 +102,8 @@ int run_list(arguments& args) {
       fragmentation_text = fragmentation >= 0.5 ? look.bad(padded) : fragmentation >= 0.2 ? look.warn(padded) : padded;
       std::snprintf(line, sizeof line, "%-8d %-16.16s %-6d %14s %14s %s  %s\n", static_cast<int>(page.pid()),
                     command.c_str(), reading.device,
-                    human_bytes(static_cast<double>(reading.stats.allocated_bytes[pool_all].current)).c_str(),
-                    human_bytes(static_cast<double>(reading.stats.reserved_bytes[pool_all].current)).c_str(),
+                    format_bytes_readable(static_cast<double>(reading.stats.allocated_bytes[pool_all].current)).c_str(),
+                    format_bytes_readable(static_cast<double>(reading.stats.reserved_bytes[pool_all].current)).c_str(),
                     fragmentation_text.c_str(), age_text(reading.published_ns).c_str());
       text += line;
     }

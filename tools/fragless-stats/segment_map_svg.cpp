@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "segment_map.hpp"
+#include "fragless/options.hpp"
 
 namespace fragless::cli {
 namespace {
@@ -72,7 +73,7 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
     x += 130;
   }
   out += "<text x=\"" + number(x) + "\" y=\"44\">bar width: segment size (largest = " +
-         escape(human_bytes(static_cast<double>(largest))) + ")</text>\n";
+         escape(format_bytes_readable(static_cast<double>(largest))) + ")</text>\n";
   out += "</g>\n";
 
   double y = top;
@@ -84,7 +85,7 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
     char label[200];
     std::snprintf(label, sizeof label, "dev %d 0x%012llx %s %s", segment.device,
                   static_cast<unsigned long long>(segment.address),
-                  human_bytes(static_cast<double>(segment.size_bytes)).c_str(),
+                  format_bytes_readable(static_cast<double>(segment.size_bytes)).c_str(),
                   segment.pool == pool_small ? "small" : "large");
     out += "<g class=\"segment\" data-device=\"" + std::to_string(segment.device) + "\" data-address=\"" +
            std::to_string(segment.address) + "\" data-size=\"" + std::to_string(segment.size_bytes) + "\">\n";
@@ -105,7 +106,7 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
       out += "<rect class=\"" + std::string(state_class(state)) + "\" x=\"" + number(label_width + offset) +
              "\" y=\"" + number(y) + "\" width=\"" + number(run_width) + "\" height=\"" + number(bar_height) +
              "\"><title>" + std::to_string(count) + " " + state_class(state) + " block(s), " +
-             escape(human_bytes(static_cast<double>(end - start))) + "</title></rect>\n";
+             escape(format_bytes_readable(static_cast<double>(end - start))) + "</title></rect>\n";
       b += count;
     }
     out += "<rect class=\"outline\" x=\"" + number(label_width) + "\" y=\"" + number(y) + "\" width=\"" +

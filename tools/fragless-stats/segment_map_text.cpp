@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "segment_map.hpp"
+#include "fragless/options.hpp"
 
 namespace fragless::cli {
 
@@ -46,14 +47,14 @@ std::string segment_map_text(const memory_snapshot& snapshot, const style& look,
     char head[160];
     std::snprintf(head, sizeof head, "dev %d  0x%012llx  %11s  %-5s  stream 0x%llx%s  ", segment.device,
                   static_cast<unsigned long long>(segment.address),
-                  human_bytes(static_cast<double>(segment.size_bytes)).c_str(),
+                  format_bytes_readable(static_cast<double>(segment.size_bytes)).c_str(),
                   segment.pool == pool_small ? "small" : "large", static_cast<unsigned long long>(segment.stream),
                   segment.is_expandable ? " (expandable)" : "");
     const std::uint64_t free_bytes = segment.size_bytes - std::min(segment.size_bytes, allocated + pending);
     out += head;
     out += look.bold("|" + bar + "|");
     out += "  " + std::to_string(segment.blocks.size()) + " blocks, allocated " +
-           human_bytes(static_cast<double>(allocated)) + ", free " + human_bytes(static_cast<double>(free_bytes)) + "\n";
+           format_bytes_readable(static_cast<double>(allocated)) + ", free " + format_bytes_readable(static_cast<double>(free_bytes)) + "\n";
   }
   if (snapshot.segments.empty()) out += "(no segments)\n";
   return out;
