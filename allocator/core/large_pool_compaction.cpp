@@ -1,5 +1,5 @@
-// Large pool: compaction passes, the one way cached memory leaves the pool (Note
-// [Compaction]); release_cached / release_idle_cached are passes with fixed settings.
+// Large pool: compaction passes, the one way cached memory leaves the pool
+// (Note [Compaction]); release_cached / release_idle_cached are passes with fixed settings.
 // Invariant: a pass never unmaps a page a live block touches, never unmaps a page (or
 // releases a segment or mapping) whose free range a stream may still touch unless the
 // device was synchronized, and accounts every handle it takes off a page: released, or

@@ -1,5 +1,5 @@
-// Large pool, VMM mode: mappings outside the shared range -- dedicated mappings (Note
-// [Dedicated mappings]) and stitched mappings (Note [Stitching]).
+// Large pool, VMM mode: mappings outside the shared range -- dedicated mappings
+// (Note [Dedicated mappings]) and stitched mappings (Note [Stitching]).
 // Invariant: a mapping in dedicated_ is fully mapped (every handle at its place) and holds
 // one block or none; a failed attempt leaves no mapping, no reserved range and no handle
 // behind.

@@ -1,6 +1,6 @@
 // child_runner: runs one (trace, allocator) replay in a fresh child process (this program,
-// hidden command replay-one) and reads its outcome back over a pipe. See Note [One child
-// per replay].
+// hidden command replay-one) and reads its outcome back over a pipe. See
+// Note [One child per replay].
 // Invariant: whatever the child does (crash, hang, garbage), the parent gets an outcome
 // whose status says what happened; the parent itself never crashes because of a peer.
 #pragma once

@@ -2,8 +2,8 @@
 // Invariant: every block the allocator returns is checked against the live set
 // (live_block_checker); an overlap stops the replay with status "overlap". Memory figures
 // come from the first repetition, host time is the median over all repetitions, and the
-// clock runs only around allocate/deallocate calls. See Note [Replay timing] and Note
-// [Steady state].
+// clock runs only around allocate/deallocate calls. See Note [Replay timing] and
+// Note [Steady state].
 #pragma once
 
 #include "device_counters.hpp"
