@@ -10,6 +10,33 @@
 #include "core/segment_events.hpp"
 
 namespace fragless::core {
+
+// Note [Compaction]
+// A compaction pass gives back free pages: every mapped page no live block touches is
+// unmapped once no stream can still touch it (its free range answers idle to pooled
+// events; no device synchronization on this path), and cached dedicated/stitched mappings
+// likewise, and its physical handle released -- except the kCachedPagesKept lowest free
+// pages, which an explicit pass leaves mapped as a small cache (the next blocks placed
+// there need no device call; any other place can take them by a page move). So afterwards
+// reserved = the pages live blocks touch + free pages streams may still touch + at most
+// kCachedPagesKept pages. Live blocks never move; only free pages do. Passes run:
+//  - on compact() (explicit);
+//  - on empty_cache()/trim() and before an out-of-memory error, after a device
+//    synchronization, keeping nothing / the bytes asked for (Note [Out of memory]);
+//  - automatically, when cached free bytes exceed compact_threshold_bytes, at most once per
+//    cache_settings::compaction_interval_ns (1 s), from the allocation slow path (or a
+//    background thread with background_compaction). An automatic pass only takes pages
+//    that stayed free through the last cache_settings::compaction_age_passes (10) passes
+//    (page_map epochs advance with each pass), so at the default interval a page must have
+//    been idle for about ten seconds: a training loop whose steps are shorter than that
+//    keeps its pages mapped and makes no map/unmap call in steady state, while memory a
+//    shrinking workload no longer touches goes back within seconds. (With one pass of
+//    age, a loop whose step outlasts the interval returned pages mid-step and created them
+//    again in the next one: the benchmark's longest traces showed thousands of calls per
+//    step that way.)
+// In cudaMalloc mode a pass releases whole free idle segments only; the stats say page
+// compaction is off (page_compaction = 0).
+
 compaction_outcome large_pool::compact(const compaction_pass& pass) noexcept {
   compaction_outcome outcome;
   const std::size_t before = reserved_bytes();

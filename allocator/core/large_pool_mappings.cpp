@@ -10,6 +10,33 @@
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
+
+// Note [Dedicated mappings]
+// In VMM mode a request of at least dedicated_mapping_threshold_bytes gets an address
+// range of its own, rounded up to whole pages and backed by one physical allocation
+// mapped at once, instead of a place in the shared range: a very large tensor neither
+// fragments the shared range's address space nor costs one map call per page. The block
+// is the whole mapping (its size rounded to the page), so no other block ever shares it.
+// When freed it becomes cached memory like a free page (Note [Release threshold]): it is
+// reused in place by a request of the same rounded size (ordered after the streams that
+// freed it, Note [Stream reuse]) and released by empty_cache/trim/OOM, or earlier by the
+// release and garbage-collection thresholds once no stream can still touch it. In
+// cudaMalloc mode large requests get segments of their own anyway (Note [Segment sizes]),
+// so the threshold does not apply there.
+
+// Note [Stitching]
+// A request that no free range of the shared address space can hold (address space
+// fragmented or exhausted) gets a fresh virtual range of its own, rounded up to pages, and
+// physical pages mapped into it one by one: free pages moved out of free ranges of the
+// shared range first (only idle ones, Note [Page cache]), new ones only for the rest. The
+// result is a stitched mapping, kept like a dedicated mapping (Note [Dedicated mappings]):
+// one block; when freed it is reused whole by a request of the same rounded size, and a
+// compaction pass unmaps it and releases its pages. Whenever the shared range has room the
+// same happens without a fresh range: a block placed over unmapped pages takes idle free
+// pages from elsewhere (page moves) before any new one is created.
+// A failed stitch unmaps what it mapped, releases the handles it took and frees the range,
+// so nothing half-mapped is ever handed out.
+
 bool large_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address,
                                backend::status* result) noexcept {
   for (auto& [base, mapping] : dedicated_) {

@@ -1,0 +1,87 @@
+// Large pool, cudaMalloc mode: PyTorch-like segments (Note [Segment sizes]) and the
+// max split size rule (Note [Max split size]).
+// Invariant: a block lies inside one live segment; only whole free segments are released.
+// Not thread-safe: the device cache holds the device lock around every call.
+#include "core/large_pool.hpp"
+
+#include "core/segment_events.hpp"
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+}  // namespace
+
+// Note [Segment sizes]
+// cudaMalloc mode obtains segments as PyTorch does, with the two sizes configurable
+// (small_segment_bytes, large_segment_bytes; defaults 2 MiB and 20 MiB, PyTorch's
+// kSmallBuffer and kLargeBuffer): a request of at most half a small segment gets a small
+// segment, one below half a large segment gets a large segment, anything else a segment
+// of its own size rounded to 2 MiB. In VMM mode they do not apply: memory grows one
+// physical page at a time and slabs are sized per class (Note [Size classes]).
+
+// Note [Max split size]
+// max_split_bytes (PyTorch's max_split_size) in cudaMalloc mode: a cached free range of at
+// least that size is never split for a smaller request (it stays whole for the next large
+// one, and such a request gets a new segment instead); a request of at least that size
+// takes a free range only if the range exceeds it by less than a large segment (PyTorch's
+// kLargeBuffer slack), and then takes the whole range so an oversize range is never split.
+// In VMM mode free ranges are address space, not memory: splitting one strands no
+// physical page (cached pages move, Note [Page cache]), so the option only sets the
+// oversize threshold of the stats there.
+
+// Note [Segment sizes]
+std::size_t large_pool::segment_size_for(std::size_t size_bytes) const noexcept {
+  if (size_bytes <= settings_.conf.small_segment_bytes / 2) return settings_.conf.small_segment_bytes;
+  if (size_bytes < settings_.conf.large_segment_bytes / 2) return settings_.conf.large_segment_bytes;
+  return round_up(size_bytes, 2 * kMiB);
+}
+
+// Note [Max split size]
+std::optional<free_range> large_pool::segment_fit(std::size_t size_bytes) const {
+  std::optional<free_range> range = index_.best_fit(size_bytes);
+  if (!range || settings_.conf.max_split_bytes == unlimited_bytes) return range;
+  // Best fit is the smallest fitting range: if it is too large, every other one is too.
+  if (size_bytes < settings_.conf.max_split_bytes && range->size_bytes >= settings_.conf.max_split_bytes) return std::nullopt;
+  if (size_bytes >= settings_.conf.max_split_bytes && range->size_bytes - size_bytes >= settings_.conf.large_segment_bytes) return std::nullopt;
+  return range;
+}
+
+backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                             std::size_t* placed_bytes) {
+  std::optional<free_range> range = segment_fit(size_bytes);
+  if (range && wait_forbidden(range->streams, stream)) range.reset();  // a fresh segment instead
+  if (!range) {
+    const std::size_t segment_bytes = segment_size_for(size_bytes);
+    if (segment_bytes_ + segment_bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
+    void* base = nullptr;
+    backend::status result = backend_.malloc_segment(device_, segment_bytes, &base);
+    if (result != backend::status::ok) return result;
+    ++counters_.device_alloc;
+    const auto base_address = reinterpret_cast<std::uintptr_t>(base);
+    try {
+      segments_.emplace(base_address, segment_bytes);
+      index_.insert(free_range{base_address, segment_bytes, base_address, {}});
+    } catch (...) {
+      segments_.erase(base_address);
+      backend_.free_segment(device_, base);
+      ++counters_.device_free;
+      return backend::status::error;
+    }
+    segment_bytes_ += segment_bytes;
+    notify_segment_event(device_, segment_event_kind::alloc, base_address, segment_bytes);
+    range = free_range{base_address, segment_bytes, base_address, {}};
+  }
+  backend::status result = order_after_streams(*range, stream);
+  if (result != backend::status::ok) return result;
+  // Note [Max split size]: an oversize block takes its whole range, never splitting it.
+  const std::size_t take_bytes = size_bytes >= settings_.conf.max_split_bytes ? range->size_bytes : size_bytes;
+  index_.carve(range->address, take_bytes);
+  *address = range->address;
+  if (placed_bytes != nullptr) *placed_bytes = take_bytes;
+  return backend::status::ok;
+}
+
+}  // namespace fragless::core
