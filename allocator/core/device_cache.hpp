@@ -35,56 +35,6 @@
 
 namespace fragless::core {
 
-// Note [Stream reuse]
-// A block freed on stream S is reusable at once by new work on S: S runs its kernels in
-// order. For any other stream T two mechanisms keep reuse safe without blocking the host:
-//  - Free ranges of the large pool remember the streams that freed into them; placing a
-//    block there for T records a pooled event on each of them and makes T wait on it
-//    (cudaStreamWaitEvent). The event, recorded at reuse time, covers all work queued
-//    before the free.
-//  - A block used on other streams too (record_stream) gets, at free, one pooled event
-//    recorded on each of those streams; it stays "pending free" (active) until all of them
-//    completed, checked with cudaEventQuery when an allocation looks for memory, and by
-//    the OOM path and empty_cache after their device synchronization.
-// Small-pool objects are only reused by the stream whose shard owns them; slabs go back
-// to the large pool (and so to other streams) tagged with that stream.
-// If an event cannot be recorded on a remembered stream (the program destroyed it; its
-// queued work still runs), the allocator falls back to one device synchronization
-// (counted in num_sync_all_streams) and forgets every remembered stream.
-// Known limit (shared with PyTorch): streams are identified by handle value, so a new
-// stream that reuses a destroyed stream's handle inherits its small-pool shard.
-// cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
-// Note [Exact start]
-// A device's first exact_start_allocations (cache_settings, 1024) small requests skip the
-// size-class slabs and are placed exactly, at 512 B granularity, in the large pool
-// (Note [Placement]). A program
-// that allocates a lot is past the threshold within its first iterations and gets the
-// slab fast path for the rest of its life. A small program -- one whose reserved memory
-// never exceeded small_program_reserved_bytes -- keeps exact placement for up to
-// small_program_exact_allocations small requests: for it the slabs' class rounding and partly
-// used slabs (up to ~2.5 MiB over 40 classes) are a large share of its memory, and a
-// program that repeats a planned set of buffers would otherwise switch to slabs part way
-// through a repetition, needing new slabs on top of the page its exactly placed buffers
-// already fill (a 1 MiB buffer set then reserves two pages where one holds it). The bound
-// on requests keeps a small program with a high allocation rate from paying the slow path
-// for long. Blocks placed exactly stay large-pool blocks until freed. The hot path reads one
-// counter that stops changing at zero; the end is decided on the exact path (device lock).
-
-
-// Note [Release threshold]
-// Cached free memory (free pages in VMM mode, whole free segments in cudaMalloc mode) is
-// kept for reuse by default. Two options return it early, at slow-path points only (a
-// large allocation, a large free, a slab going back to the large pool), never with a
-// device synchronization: large_pool::release_idle_cached() releases only memory no
-// stream can still touch (Note [Page cache]); memory a stream might still touch stays
-// cached until a later slow-path point finds it idle.
-//  - release_threshold_bytes: after such a point, cached bytes above the threshold go.
-//  - garbage_collection_threshold (fraction f): when an allocation would grow reserved
-//    memory while reserved memory exceeds f x the allowed memory (capacity, lowered by
-//    set_memory_fraction / max_cached_bytes), cached memory is released first, down to
-//    f x allowed if the cache holds that much, and the allocation is retried.
-
-
 class device_cache {
  public:
   device_cache(backend::backend& device_backend, int device, live_block_map& live_blocks,

@@ -19,6 +19,8 @@ namespace fragless::core {
 // samples can be missed; large-pool peaks, reserved bytes and segments are exact.
 namespace {
 
+std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
+
 // Calls visit(device field, shard field, sum field) once per FRAGLESS_PER_ALLOCATION_STAT
 // of core/stat_sources.def.
 template <typename Visit>
@@ -131,6 +133,32 @@ device_stats device_cache::stats(bool with_layout) {
     s[pool_all].freed = s[pool_small].freed + s[pool_large].freed;
   });
   return copy;
+}
+
+// Holds device_mutex_. Folds the large pool's reserved bytes and counters into the stats.
+void device_cache::account_device_locked() noexcept {
+  const std::size_t reserved = large_.reserved_bytes();
+  reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved);
+  const std::size_t segments = large_.device_segment_count();
+  const large_pool_counters& now = large_.counters();
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  if (reserved != accounted_reserved_bytes_)
+    update(stats_.reserved_bytes, pool_large, as_signed(reserved) - as_signed(accounted_reserved_bytes_));
+  if (segments != accounted_segments_)
+    update(stats_.segment, pool_large, as_signed(segments) - as_signed(accounted_segments_));
+  const loop_plan_counters& plans = large_.loop_plan_counts();
+#define FRAGLESS_LARGE_POOL_COUNTER(member, stat, description) \
+  stats_.stat += now.member - accounted_counters_.member;
+#define FRAGLESS_LOOP_PLAN_COUNTER(member, stat, description) \
+  stats_.stat += plans.member - accounted_plan_counters_.member;
+#include "core/stat_sources.def"
+  accounted_plan_counters_ = plans;
+  stats_.pages_mapped.current = static_cast<std::int64_t>(large_.pages().mapped_count());
+  stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
+  stats_.num_events_created = events_.created_count();
+  accounted_reserved_bytes_ = reserved;
+  accounted_segments_ = segments;
+  accounted_counters_ = now;
 }
 
 namespace {

@@ -1,0 +1,209 @@
+// The free path of a device cache: blocks freed at once or kept pending until the events
+// recorded on the other streams that used them complete (Note [Stream reuse]), slabs going
+// back to the large pool, and pending frees completing.
+// Invariant: a block is reusable by another stream only once it is ordered after every
+// stream that used it (an event wait, or a device synchronization); until then it stays
+// active. Nothing here throws.
+#include "core/device_cache.hpp"
+
+namespace fragless::core {
+namespace {
+
+std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
+
+}  // namespace
+
+// Note [Stream reuse]
+// A block freed on stream S is reusable at once by new work on S: S runs its kernels in
+// order. For any other stream T two mechanisms keep reuse safe without blocking the host:
+//  - Free ranges of the large pool remember the streams that freed into them; placing a
+//    block there for T records a pooled event on each of them and makes T wait on it
+//    (cudaStreamWaitEvent). The event, recorded at reuse time, covers all work queued
+//    before the free.
+//  - A block used on other streams too (record_stream) gets, at free, one pooled event
+//    recorded on each of those streams; it stays "pending free" (active) until all of them
+//    completed, checked with cudaEventQuery when an allocation looks for memory, and by
+//    the OOM path and empty_cache after their device synchronization.
+// Small-pool objects are only reused by the stream whose shard owns them; slabs go back
+// to the large pool (and so to other streams) tagged with that stream.
+// If an event cannot be recorded on a remembered stream (the program destroyed it; its
+// queued work still runs), the allocator falls back to one device synchronization
+// (counted in num_sync_all_streams) and forgets every remembered stream.
+// Known limit (shared with PyTorch): streams are identified by handle value, so a new
+// stream that reuses a destroyed stream's handle inherits its small-pool shard.
+// cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
+
+std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
+  std::vector<void*> events;
+  try {
+    for (stream_id other : block.other_streams.streams()) {
+      if (other == block.stream) continue;
+      void* event = events_.acquire();
+      if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {
+        events_.release(event);
+        event = nullptr;  // completes only with a device synchronization
+      }
+      events.push_back(event);
+    }
+  } catch (...) {
+    events.assign(1, nullptr);
+  }
+  return events;
+}
+
+bool device_cache::events_complete(const std::vector<void*>& events) noexcept {
+  for (void* event : events)
+    if (event == nullptr || backend_.query_event(device_, event) != backend::status::ok) return false;
+  return true;
+}
+
+// Large blocks only (small ones count in their shard). `deactivate`: the block also
+// stops being active (not pending).
+void device_cache::record_free_stats(const live_block& block, bool deactivate) noexcept {
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  stats_.allocation[pool_large].decrease(1);
+  stats_.allocated_bytes[pool_large].decrease(as_signed(block.size_bytes));
+  stats_.requested_bytes[pool_large].decrease(as_signed(block.requested_bytes));
+  if (block.size_bytes >= settings_.conf.max_split_bytes) stats_.oversize_allocations.decrease(1);
+  if (!deactivate) return;
+  stats_.active[pool_large].decrease(1);
+  stats_.active_bytes[pool_large].decrease(as_signed(block.size_bytes));
+}
+
+// Holds the shard's mutex.
+void device_cache::count_small_allocation(stream_shard& shard, std::size_t size_bytes,
+                                          std::size_t request_bytes) noexcept {
+  shard_stats& counters = shard.counters();
+  counters.allocation.add(1);
+  counters.active.add(1);
+  counters.allocated_bytes.add(as_signed(size_bytes));
+  counters.active_bytes.add(as_signed(size_bytes));
+  counters.requested_bytes.add(as_signed(request_bytes));
+}
+
+// Hot path for small blocks: one shard lock.
+void device_cache::free_block(std::uintptr_t address, live_block&& block) noexcept {
+  const bool wait_for_uses = !block.other_streams.empty() && !settings_.unsafe_skip_stream_waits &&
+                             block.other_streams.foreign_to(block.stream);
+  std::vector<void*> events;
+  if (wait_for_uses) events = record_use_events(block);
+  if (block.owner != nullptr) {
+    stream_shard& shard = *block.shard;
+    slab* surplus = nullptr;
+    {
+      std::lock_guard<spin_lock> lock(shard.mutex());
+      shard_stats& counters = shard.counters();
+      counters.allocation.subtract(1);
+      counters.allocated_bytes.subtract(as_signed(block.size_bytes));
+      counters.requested_bytes.subtract(as_signed(block.requested_bytes));
+      if (wait_for_uses) {
+        try {
+          shard.pending().push_back(pending_object{block.owner, block.slot, block.size_bytes, std::move(events)});
+        } catch (...) {
+          // No host memory for the pending entry: the object stays unavailable (and
+          // active) rather than unsafe.
+        }
+        return;
+      }
+      surplus = shard.free_object(block.owner, block.slot);
+      counters.active.subtract(1);
+      counters.active_bytes.subtract(as_signed(block.size_bytes));
+    }
+    if (surplus != nullptr) {
+      std::lock_guard<std::mutex> lock(device_mutex_);
+      return_slab_locked(shard, surplus);
+      release_after_free_locked();
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (wait_for_uses) {
+    record_free_stats(block, false);
+    try {
+      pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, std::move(events)});
+    } catch (...) {
+      // see above: unavailable rather than unsafe
+    }
+    return;
+  }
+  stream_set streams;
+  try {
+    streams = stream_set(block.stream);
+  } catch (...) {
+  }
+  large_.release(address, block.size_bytes, streams);
+  record_free_stats(block, true);
+  release_after_free_locked();
+}
+
+// Holds device_mutex_ (the slab is already unlinked from its shard's lists).
+void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexcept {
+  std::unique_ptr<slab> owned;
+  {
+    std::lock_guard<spin_lock> lock(shard.mutex());
+    owned = shard.adopt_released(released);
+  }
+  stream_set streams;
+  try {
+    streams = stream_set(shard.stream());
+  } catch (...) {
+  }
+  large_.release(owned->address, owned->bytes, streams);
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  update(stats_.segment, pool_small, -1);
+  stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
+  stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
+}
+
+// Holds device_mutex_.
+void device_cache::process_pending_locked(bool device_synchronized) noexcept {
+  if (device_synchronized) pending_need_sync_ = false;
+  auto keep = pending_large_.begin();
+  for (auto at = pending_large_.begin(); at != pending_large_.end(); ++at) {
+    if (!device_synchronized && !events_complete(at->events)) {
+      if (keep != at) *keep = std::move(*at);
+      ++keep;
+      continue;
+    }
+    for (void* event : at->events) events_.release(event);
+    stream_set streams;
+    if (!device_synchronized) {
+      try {
+        streams = stream_set(at->stream);
+      } catch (...) {
+      }
+    }
+    large_.release(at->address, at->size_bytes, streams);
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    stats_.active[pool_large].decrease(1);
+    stats_.active_bytes[pool_large].decrease(as_signed(at->size_bytes));
+  }
+  pending_large_.erase(keep, pending_large_.end());
+}
+
+// Holds the shard's mutex. Surplus-empty slabs are unlinked and handed to the caller.
+void device_cache::process_pending_small(stream_shard& shard, bool device_synchronized,
+                                         std::vector<slab*>* surplus) noexcept {
+  auto& pending = shard.pending();
+  auto keep = pending.begin();
+  for (auto at = pending.begin(); at != pending.end(); ++at) {
+    if (!device_synchronized && !events_complete(at->events)) {
+      if (keep != at) *keep = std::move(*at);
+      ++keep;
+      continue;
+    }
+    for (void* event : at->events) events_.release(event);
+    slab* released = shard.free_object(at->owner, at->slot);
+    if (released != nullptr) {
+      try {
+        surplus->push_back(released);
+      } catch (...) {
+      }
+    }
+    shard.counters().active.subtract(1);
+    shard.counters().active_bytes.subtract(as_signed(at->size_bytes));
+  }
+  pending.erase(keep, pending.end());
+}
+
+}  // namespace fragless::core
