@@ -1,5 +1,5 @@
-// One device's allocator: hot paths, pending frees, OOM path, stats and snapshot
-// (see device_cache.hpp for the lock order and Note [Stream reuse]).
+// One device's allocator: construction, streams and their shards, and the allocation hot
+// paths (see device_cache.hpp for the other files and the lock order).
 #include "core/device_cache.hpp"
 
 #include <algorithm>
@@ -23,8 +23,6 @@ struct shard_cache_entry {
 };
 thread_local std::array<shard_cache_entry, 4> shard_cache{};
 thread_local unsigned shard_cache_next = 0;
-
-std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
 
 }  // namespace
 

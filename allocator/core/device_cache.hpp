@@ -1,12 +1,20 @@
 // The allocator of one device: small pool shards + large pool + pending frees + stats,
 // and the out-of-memory path. The public API (allocator.hpp) routes every call here.
+// Code: device_cache.cpp (set-up, streams, allocation hot paths), device_cache_slow_path.cpp
+// (large-block placement, thresholds, out of memory), device_cache_free.cpp (frees and
+// pending frees), device_cache_control.cpp (empty_cache, compaction passes, memory
+// fraction), device_cache_stats.cpp (stats and snapshot).
 //
-// Locks, in the only order they may be taken (never the other way round):
-//   device_mutex_ (large pool, pending large frees, shard table writes)
-//     -> a shard's mutex (its slabs and pending small frees)
-//       -> stats_mutex_
-// The small-pool hot path takes one shard mutex and stats_mutex_; it drops the shard
-// mutex before it needs a new slab from the large pool (device_mutex_).
+// Locks, in the only order they may be taken (a path may skip any, never go back up):
+//   background_mutex_ (the background compaction thread, around each pass)
+//     -> device_mutex_ (large pool, pending large frees, end of exact start, compaction)
+//       -> shards_mutex_ (the shard table: shared to look up or walk it, exclusive to add)
+//         -> a shard's mutex (its slabs, pending small frees and shard_stats)
+//           -> stats_mutex_ (stats_ and the accounted_* figures)
+// The live block map's shard locks are taken alone, never with one of these held.
+// The small-pool hot path (an object from a partial slab) takes one shard mutex and one
+// live-map shard lock, and no stats lock: its counters are the shard's own
+// (Note [Stats pools]). It drops the shard mutex before it needs a new slab (device_mutex_).
 #pragma once
 
 #include <array>
@@ -81,6 +89,7 @@ class device_cache {
   std::int64_t active_blocks();
 
  private:
+  static std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
   // Note [Exact start]: true while this request should be placed exactly.
   bool take_exact_start() noexcept {
     if (exact_start_remaining_.load(std::memory_order_relaxed) <= 0) return false;

@@ -1,6 +1,6 @@
 // One device's cache control: empty_cache/trim, compaction passes (explicit, automatic,
 // background) and the memory fraction (see device_cache.hpp, Note [Compaction] in
-// large_pool.hpp). Invariant: every pass runs under device_mutex_, and only a pass that
+// large_pool_compaction.cpp). Invariant: every pass runs under device_mutex_, and only a pass that
 // synchronized the device first treats memory as idle without asking its streams.
 #include "backend/capture_aware_backend.hpp"
 #include "core/device_cache.hpp"
@@ -8,12 +8,6 @@
 #include "core/monotonic_clock.hpp"
 
 namespace fragless::core {
-namespace {
-
-std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
-
-}  // namespace
-
 std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
   std::lock_guard<std::mutex> lock(device_mutex_);
   return release_cache_locked(bytes_to_keep);

@@ -7,12 +7,6 @@
 #include "core/device_cache.hpp"
 
 namespace fragless::core {
-namespace {
-
-std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
-
-}  // namespace
-
 // Note [Stream reuse]
 // A block freed on stream S is reusable at once by new work on S: S runs its kernels in
 // order. For any other stream T two mechanisms keep reuse safe without blocking the host:

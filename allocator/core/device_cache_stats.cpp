@@ -19,8 +19,6 @@ namespace fragless::core {
 // samples can be missed; large-pool peaks, reserved bytes and segments are exact.
 namespace {
 
-std::int64_t as_signed(std::size_t value) noexcept { return static_cast<std::int64_t>(value); }
-
 // Calls visit(device field, shard field, sum field) once per FRAGLESS_PER_ALLOCATION_STAT
 // of core/stat_sources.def.
 template <typename Visit>

@@ -155,7 +155,7 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
   }
 }
 
-// Note [Stream reuse] (the large pool's part): a free range remembers which streams freed
+// The large pool's part of Note [Stream reuse]: a free range remembers which streams freed
 // into it. Reusing it on one of them alone needs nothing: that stream's order already puts
 // the new work after the old. Reusing it on any other stream makes the new stream wait on
 // an event recorded now on each of those streams (cudaStreamWaitEvent): it covers every

@@ -2,8 +2,8 @@
 // and where slabs come from. Two ways to get device memory, chosen at start:
 //  - VMM (default where supported): one large reserved virtual range; blocks are placed
 //    best-fit at 512 B granularity inside it, at the end of their range that needs fewer
-//    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it needs them
-//    (Note [Page cache]). Very large requests get a range and mapping of their own instead
+//    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it
+//    needs them (Note [Page cache]). Very large requests get a range and mapping of their own instead
 //    (Note [Dedicated mappings]), and so does a request no free range can hold
 //    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
 //    A repeating loop's step can be laid out once and followed (Note [Loop plans]).
@@ -15,6 +15,11 @@
 // wholly cached; reserved bytes = mapped pages + dedicated/stitched mappings, so a
 // snapshot's regions add up to them.
 // Not thread-safe: the device cache holds the device lock around every call.
+// Code (each file holds the notes it implements): large_pool.cpp (set-up, entry points,
+// stream ordering, release), large_pool_pages.cpp (VMM placement, page cache, page moves),
+// large_pool_segments.cpp (cudaMalloc segments), large_pool_mappings.cpp (dedicated and
+// stitched mappings), large_pool_compaction.cpp, large_pool_plans.cpp (loop plans),
+// large_pool_sharing.cpp (IPC pieces).
 #pragma once
 
 #include <cstddef>

@@ -66,7 +66,7 @@ struct shard_stat {
 };
 
 // The per-allocation stats of the small pool, kept per shard so the hot path shares no
-// counter between threads (Note [Stats pools] in device_cache.cpp).
+// counter between threads (Note [Stats pools] in device_cache_stats.cpp).
 // One member per FRAGLESS_PER_ALLOCATION_STAT of core/stat_sources.def.
 struct shard_stats {
 #define FRAGLESS_PER_ALLOCATION_STAT(stat) shard_stat stat;

@@ -1,5 +1,5 @@
 // A small set of streams: the streams whose queued work may still touch a free range
-// (see Note [Stream reuse] in device_cache.hpp). Invariant: sorted, no duplicates.
+// (see Note [Stream reuse] in device_cache_free.cpp). Invariant: sorted, no duplicates.
 // Up to kInline streams live inside the object (the common case: one stream), so copying
 // free ranges around the large pool allocates no host memory.
 #pragma once

@@ -138,7 +138,7 @@ int run_micro(int argc, char** argv) {
   try {
     // Warm up: the first pair creates the slab / maps the page; every later one is a hit.
     // A program this small places its first 65536 small requests exactly in the large pool
-    // (Note [Exact start] in allocator/core/device_cache.hpp): warm up past them, so the
+    // (Note [Exact start] in allocator/core/device_cache.cpp): warm up past them, so the
     // repetitions measure the slab hot path a long-running program lives on.
     run_pairs(options.size_bytes, 66000, streams[0]);
     run_pairs(options.size_bytes, 1000, streams[1]);

@@ -121,7 +121,7 @@ FRAGLESS_API void set_memory_fraction(double fraction, int device);
 FRAGLESS_API void reset_peak_stats(int device);
 FRAGLESS_API void reset_accumulated_stats(int device);
 // The device's stats, summed over its own cache and its private pools'
-// (Note [Summed stats] in stats.hpp: with pools, peaks are an upper bound).
+// (Note [Summed stats] in stats/stat_fields.cpp: with pools, peaks are an upper bound).
 FRAGLESS_API device_stats get_device_stats(int device);
 // The running counters only, without the layout figures that need a snapshot walk
 // (segment counts, inactive splits, largest free block are left as last computed): cheap
