@@ -6,7 +6,7 @@
 #include "report/outputs.hpp"
 #include "run_matrix.hpp"
 #include "trace_sources.hpp"
-#include "traces/pickle_reader.hpp"
+#include "pickle_reader.hpp"
 #include "traces/text_trace.hpp"
 #include "workloads/workload.hpp"
 

@@ -1,6 +1,6 @@
 // libFuzzer harness: the data-only pickle reader and the snapshot reader on top of it must
 // reject or accept any byte string without crashing, leaking or reading out of bounds.
-#include "traces/pickle_reader.hpp"
+#include "pickle_reader.hpp"
 #include "traces/snapshot_reader.hpp"
 
 #include <cstddef>

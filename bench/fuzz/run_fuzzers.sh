@@ -6,17 +6,18 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bench_dir=$(dirname "$here")
+stats_dir=$(dirname "$bench_dir")/allocator/stats  # the pickle reader
 build_dir=$1
 seconds=$2
 corpus_root=${3:-$build_dir/corpus}
 cxx=${FRAGLESS_FUZZ_CXX:-clang++-14}
 command -v "$cxx" >/dev/null || cxx=clang++
 mkdir -p "$build_dir"
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$bench_dir")
-readers=("$bench_dir"/traces/*.cpp)
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$bench_dir" -I"$stats_dir")
+readers=("$bench_dir"/traces/*.cpp "$stats_dir/pickle_reader.cpp")
 for fuzzer in fuzz_pickle_reader fuzz_text_readers; do
   binary="$build_dir/$fuzzer"
-  if [ ! -x "$binary" ] || [ -n "$(find "$bench_dir/traces" "$here" -newer "$binary" -name '*.[ch]pp' | head -1)" ]; then
+  if [ ! -x "$binary" ] || [ -n "$(find "$bench_dir/traces" "$stats_dir/pickle_reader.cpp" "$here" -newer "$binary" -name '*.[ch]pp' | head -1)" ]; then
     "$cxx" "${flags[@]}" "$here/$fuzzer.cpp" "${readers[@]}" -o "$binary"
   fi
   corpus="$corpus_root/$fuzzer"

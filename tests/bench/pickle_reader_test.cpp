@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "pickle_samples.hpp"
-#include "traces/pickle_reader.hpp"
+#include "pickle_reader.hpp"
 
 #include <string>
 

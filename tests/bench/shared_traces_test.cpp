@@ -5,7 +5,7 @@
 
 #include "cli/trace_sources.hpp"
 #include "traces/csv_readers.hpp"
-#include "traces/pickle_reader.hpp"
+#include "pickle_reader.hpp"
 #include "traces/snapshot_reader.hpp"
 #include "traces/text_trace.hpp"
 

@@ -4,9 +4,7 @@
 
 #include "fragless/stats_snapshot.hpp"
 
-#ifdef FRAGLESS_HAVE_PICKLE_READER
-#include "traces/pickle_reader.hpp"
-#endif
+#include "pickle_reader.hpp"
 
 using namespace fragless;
 
@@ -133,7 +131,6 @@ TEST_CASE("snapshot JSON round trip and rejection of bad documents") {
   CHECK_FALSE(snapshot_from_json(truncated, back, error));
 }
 
-#ifdef FRAGLESS_HAVE_PICKLE_READER
 TEST_CASE("the PyTorch pickle reads back with torch's keys and our values") {
   memory_snapshot s = hand_built();
   s.segments[0].address = 0xffff000000000000ull;  // needs an unsigned 9-byte LONG1
@@ -164,4 +161,3 @@ TEST_CASE("the PyTorch pickle reads back with torch's keys and our values") {
   CHECK(address->type == traces::pickle_value::kind::big_integer);
   CHECK(first.find("blocks")->items()[2].find("state")->text == "active_pending_free");
 }
-#endif

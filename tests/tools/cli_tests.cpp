@@ -198,7 +198,6 @@ TEST_CASE("snapshot, show and map") {
   CHECK(shown.out.find("|" + std::string(26, '#') + std::string(13, '+') + std::string(25, '.') + "|") !=
         std::string::npos);
 
-#ifdef FRAGLESS_HAVE_PICKLE_READER
   const std::string pickle_path = env.root + "/snap.pickle";
   REQUIRE(run_cli({"snapshot", fixture.pid(), "-o", pickle_path}).exit_code == 0);
   const auto shown_pickle = run_cli({"show", pickle_path, "--no-color"});
@@ -206,7 +205,6 @@ TEST_CASE("snapshot, show and map") {
   CHECK(shown_pickle.out.find("(PyTorch pickle)") != std::string::npos);
   CHECK(shown_pickle.out.find(memory_summary(stats_from_snapshot(fixture::known_snapshot(), 0), 0)) !=
         std::string::npos);
-#endif
 
   const std::string svg_path = env.root + "/map.svg";
   REQUIRE(run_cli({"map", json_path, "-o", svg_path, "--title", "a <test> & map"}).exit_code == 0);

@@ -20,7 +20,7 @@
 #include "simcuda/control.h"
 #include "torch_test_support.hpp"
 #if defined(FRAGLESS_HAVE_TRACES)
-#include "traces/pickle_reader.hpp"
+#include "pickle_reader.hpp"
 #endif
 
 namespace {

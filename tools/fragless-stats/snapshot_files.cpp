@@ -8,13 +8,10 @@
 
 #include "cli_support.hpp"
 
-#ifdef FRAGLESS_STATS_HAVE_PICKLE
-#include "traces/pickle_reader.hpp"
-#endif
+#include "pickle_reader.hpp"
 
 namespace fragless::cli {
 
-#ifdef FRAGLESS_STATS_HAVE_PICKLE
 namespace {
 
 using traces::pickle_value;
@@ -141,7 +138,6 @@ bool convert_pickle(const std::string& bytes, memory_snapshot& snapshot, std::st
 }
 
 }  // namespace
-#endif
 
 bool load_snapshot_bytes(const std::string& bytes, const std::string& name, memory_snapshot& snapshot,
                          std::string& format, std::string& error) {
@@ -156,16 +152,11 @@ bool load_snapshot_bytes(const std::string& bytes, const std::string& name, memo
   }
   if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
     format = "PyTorch pickle";
-#ifdef FRAGLESS_STATS_HAVE_PICKLE
     if (!convert_pickle(bytes, snapshot, error)) {
       error = name + ": " + error;
       return false;
     }
     return true;
-#else
-    error = name + ": PyTorch pickles are not supported by this build (no pickle reader)";
-    return false;
-#endif
   }
   error = name + ": neither a fragless JSON snapshot nor a PyTorch snapshot pickle";
   return false;
