@@ -3,6 +3,7 @@
 #include "outputs.hpp"
 
 #include "fragless/options.hpp"
+#include "json.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -33,28 +34,6 @@ std::string raw_number(double value) {
     std::snprintf(buffer, sizeof buffer, "%.6g", value);
   }
   return buffer;
-}
-
-std::string json_escape(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-          out += buffer;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string csv_escape(const std::string& text) {
@@ -174,9 +153,9 @@ std::string format_json(const std::vector<result_row>& rows) {
     for (const row_field& f : row_fields()) {
       out += first ? "" : ", ";
       first = false;
-      out += json_escape(f.name) + ": ";
+      out += json::quote(f.name) + ": ";
       if (f.text_member != nullptr) {
-        out += json_escape(rows[r].*(f.text_member));
+        out += json::quote(rows[r].*(f.text_member));
       } else {
         const std::optional<double>& value = rows[r].*(f.number_member);
         out += (value && std::isfinite(*value)) ? raw_number(*value) : "null";

@@ -3,6 +3,8 @@
 // Invariant: every allocator keeps one colour across all panels.
 #include "outputs.hpp"
 
+#include "xml_escape.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,20 +16,6 @@ namespace {
 
 constexpr const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string num(double v) {
   char buffer[32];

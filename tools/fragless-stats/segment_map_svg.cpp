@@ -7,6 +7,7 @@
 
 #include "segment_map.hpp"
 #include "fragless/options.hpp"
+#include "xml_escape.hpp"
 
 namespace fragless::cli {
 namespace {
@@ -16,22 +17,6 @@ constexpr double bar_area = 660;
 constexpr double row_height = 18;
 constexpr double bar_height = 12;
 constexpr double top = 70;
-
-std::string escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') out += c;  // drop control characters
-    }
-  }
-  return out;
-}
 
 std::string number(double value) {
   char buffer[32];
@@ -61,8 +46,8 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
          "\" viewBox=\"0 0 " + number(width) + " " + number(height) + "\" font-family=\"monospace\" font-size=\"11\">\n";
   out += "<style>.allocated{fill:#2563eb}.pending{fill:#f59e0b}.free{fill:#e5e7eb}"
          ".outline{fill:none;stroke:#6b7280;stroke-width:0.5}</style>\n";
-  out += "<title>" + escape(title) + "</title>\n";
-  out += "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" + escape(title) + "</text>\n";
+  out += "<title>" + xml_escape(title) + "</title>\n";
+  out += "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" + xml_escape(title) + "</text>\n";
   // Legend.
   out += "<g class=\"legend\">\n";
   double x = 10;
@@ -73,7 +58,7 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
     x += 130;
   }
   out += "<text x=\"" + number(x) + "\" y=\"44\">bar width: segment size (largest = " +
-         escape(format_bytes_readable(static_cast<double>(largest))) + ")</text>\n";
+         xml_escape(format_bytes_readable(static_cast<double>(largest))) + ")</text>\n";
   out += "</g>\n";
 
   double y = top;
@@ -89,7 +74,7 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
                   segment.pool == pool_small ? "small" : "large");
     out += "<g class=\"segment\" data-device=\"" + std::to_string(segment.device) + "\" data-address=\"" +
            std::to_string(segment.address) + "\" data-size=\"" + std::to_string(segment.size_bytes) + "\">\n";
-    out += "<text x=\"10\" y=\"" + number(y + bar_height - 2) + "\">" + escape(label) + "</text>\n";
+    out += "<text x=\"10\" y=\"" + number(y + bar_height - 2) + "\">" + xml_escape(label) + "</text>\n";
     // Runs of equal state.
     std::size_t b = 0;
     while (b < segment.blocks.size()) {
@@ -106,7 +91,7 @@ std::string segment_map_svg(const memory_snapshot& snapshot, const std::string& 
       out += "<rect class=\"" + std::string(state_class(state)) + "\" x=\"" + number(label_width + offset) +
              "\" y=\"" + number(y) + "\" width=\"" + number(run_width) + "\" height=\"" + number(bar_height) +
              "\"><title>" + std::to_string(count) + " " + state_class(state) + " block(s), " +
-             escape(format_bytes_readable(static_cast<double>(end - start))) + "</title></rect>\n";
+             xml_escape(format_bytes_readable(static_cast<double>(end - start))) + "</title></rect>\n";
       b += count;
     }
     out += "<rect class=\"outline\" x=\"" + number(label_width) + "\" y=\"" + number(y) + "\" width=\"" +
