@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "fragless/options.hpp"
+
 namespace fragless::bench {
 
 namespace {
@@ -30,21 +32,12 @@ std::uint64_t parse_count(const std::string& option, const std::string& text, st
 }  // namespace
 
 std::uint64_t parse_size(const std::string& text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
-  if (digits == 0) throw std::invalid_argument("size '" + text + "' does not start with a number");
-  const double number = std::stod(text.substr(0, digits));
-  const std::string unit = text.substr(digits);
-  double scale = 1;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KiB" || unit == "K") scale = 1024.0;
-  else if (unit == "MiB" || unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB" || unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else throw std::invalid_argument("size '" + text + "' has an unknown unit (B, KiB, MiB, GiB, TiB)");
-  const double bytes = number * scale;
-  if (!(bytes >= 1) || bytes > 1.0e18) throw std::invalid_argument("size '" + text + "' is out of range");
-  return static_cast<std::uint64_t>(bytes);
+  std::uint64_t bytes = 0;
+  std::string error;
+  if (!parse_size_bytes(text, false, bytes, error))
+    throw std::invalid_argument("size '" + text + "': " + error);
+  if (bytes == 0) throw std::invalid_argument("size '" + text + "' is out of range");
+  return bytes;
 }
 
 std::string usage_text() {
@@ -75,7 +68,8 @@ options:
   --repetitions N        replays per (trace, allocator); host time is the median (default 3)
   --smoke                quick CI mode: 1 repetition, at most 20000 events per trace
   --max-events N         replay only the first N events of each trace (reported in notes)
-  --capacity SIZE        device capacity, e.g. 24GiB (simcuda_set_capacity); OOMs are counted
+  --capacity SIZE        device capacity, e.g. 24GiB (simcuda_set_capacity; units as in
+                         FRAGLESS_CONF: KiB/MiB/GiB binary, KB/MB/GB decimal); OOMs are counted
   --max-fit              built-in workloads: binary-search the largest batch that fits in
                          --capacity (default 24GiB when not given)
   --device-call-ns N     charge N ns of host time per device alloc/free/map/unmap call (off)

@@ -36,7 +36,9 @@ struct bench_options {
 bench_options parse_bench_options(int argc, char** argv);
 std::string usage_text();
 
-// "24GiB", "512MiB", "1000000" -> bytes. Throws std::invalid_argument.
+// "24GiB", "512MiB", "1.5GB", "1000000" -> bytes, as FRAGLESS_CONF sizes are read
+// (Note [Size units] in fragless/options.hpp; no "unlimited", not 0). Throws
+// std::invalid_argument.
 std::uint64_t parse_size(const std::string& text);
 
 }  // namespace fragless::bench
