@@ -35,20 +35,18 @@ bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
-}  // namespace
-
-trace read_rmm_csv(std::string_view text, const std::string& name) {
-  trace result;
-  result.name = name;
-  result.source_format = "rmm-csv";
-  trace_builder builder(result);
+// The rows of a CSV whose header names the `wanted` columns (in any order, among others):
+// calls row(line number, fields) for each non-blank line, fields[i] being wanted[i]'s.
+// Throws trace_error on an empty file, a missing column or a short row.
+template <typename Row>
+void for_each_csv_row(std::string_view text, const std::string& name, const std::vector<std::string_view>& wanted,
+                      Row&& row) {
   line_reader lines(text);
   std::string_view line;
   if (!lines.next(line) || blank(line)) throw trace_error(name + ":1: empty file (no header)");
-  const std::vector<std::string_view> wanted = {"Action", "Pointer", "Size", "Stream"};
   const std::vector<std::size_t> columns = find_columns(line, wanted, name);
   const std::size_t needed = *std::max_element(columns.begin(), columns.end()) + 1;
-  std::size_t failures = 0;
+  std::vector<std::string_view> wanted_fields(columns.size());
   while (lines.next(line)) {
     if (blank(line)) continue;
     const std::size_t n = lines.line_number();
@@ -56,23 +54,38 @@ trace read_rmm_csv(std::string_view text, const std::string& name) {
     if (fields.size() < needed) {
       throw trace_error(name + ":" + std::to_string(n) + ": expected at least " + std::to_string(needed) + " fields");
     }
-    const std::string_view action = fields[columns[0]];
+    for (std::size_t i = 0; i < columns.size(); ++i) wanted_fields[i] = fields[columns[i]];
+    row(n, wanted_fields);
+  }
+}
+
+}  // namespace
+
+trace read_rmm_csv(std::string_view text, const std::string& name) {
+  trace result;
+  result.name = name;
+  result.source_format = "rmm-csv";
+  trace_builder builder(result);
+  std::size_t failures = 0;
+  for_each_csv_row(text, name, {"Action", "Pointer", "Size", "Stream"},
+                   [&](std::size_t n, const std::vector<std::string_view>& fields) {
+    const std::string_view action = fields[0];
     const std::string where = name + ":" + std::to_string(n);
     if (action == "allocate failure") {
       ++failures;
-      continue;
+      return;
     }
-    const std::uint64_t pointer = parse_unsigned(fields[columns[1]], position(name, n, "Pointer"), true);
+    const std::uint64_t pointer = parse_unsigned(fields[1], position(name, n, "Pointer"), true);
     if (action == "allocate") {
-      const std::uint64_t size = parse_unsigned(fields[columns[2]], position(name, n, "Size"));
-      const std::uint64_t stream = parse_unsigned(fields[columns[3]], position(name, n, "Stream"), true);
+      const std::uint64_t size = parse_unsigned(fields[2], position(name, n, "Size"));
+      const std::uint64_t stream = parse_unsigned(fields[3], position(name, n, "Stream"), true);
       builder.alloc(pointer, size, stream, where);
     } else if (action == "free") {
       builder.free(pointer, where);
     } else {
       throw trace_error(where + ": unknown action '" + std::string(action) + "'");
     }
-  }
+  });
   if (failures != 0) result.notes.push_back(std::to_string(failures) + " 'allocate failure' records not replayed");
   validate_trace(result);
   return result;
@@ -82,13 +95,6 @@ trace read_lifetime_csv(std::string_view text, const std::string& name) {
   trace result;
   result.name = name;
   result.source_format = "lifetime-csv";
-  line_reader lines(text);
-  std::string_view line;
-  if (!lines.next(line) || blank(line)) throw trace_error(name + ":1: empty file (no header)");
-  const std::vector<std::string_view> wanted = {"id", "lower", "upper", "size"};
-  const std::vector<std::size_t> columns = find_columns(line, wanted, name);
-  const std::size_t needed = *std::max_element(columns.begin(), columns.end()) + 1;
-
   struct lifetime {
     std::int64_t lower;
     std::int64_t upper;
@@ -96,26 +102,21 @@ trace read_lifetime_csv(std::string_view text, const std::string& name) {
   };
   std::vector<lifetime> buffers;
   std::size_t empty_lifetimes = 0;
-  while (lines.next(line)) {
-    if (blank(line)) continue;
-    const std::size_t n = lines.line_number();
-    const std::vector<std::string_view> fields = split_fields(line, ',');
-    if (fields.size() < needed) {
-      throw trace_error(name + ":" + std::to_string(n) + ": expected at least " + std::to_string(needed) + " fields");
-    }
-    lifetime b{parse_signed(fields[columns[1]], position(name, n, "lower")),
-               parse_signed(fields[columns[2]], position(name, n, "upper")),
-               parse_unsigned(fields[columns[3]], position(name, n, "size"))};
+  for_each_csv_row(text, name, {"id", "lower", "upper", "size"},
+                   [&](std::size_t n, const std::vector<std::string_view>& fields) {
+    lifetime b{parse_signed(fields[1], position(name, n, "lower")),
+               parse_signed(fields[2], position(name, n, "upper")),
+               parse_unsigned(fields[3], position(name, n, "size"))};
     if (b.upper < b.lower) throw trace_error(name + ":" + std::to_string(n) + ": upper is before lower");
     if (b.size_bytes == 0 || b.size_bytes > max_block_bytes) {
       throw trace_error(name + ":" + std::to_string(n) + ": absurd size " + std::to_string(b.size_bytes));
     }
     if (b.upper == b.lower) {
       ++empty_lifetimes;
-      continue;
+      return;
     }
     buffers.push_back(b);
-  }
+  });
   // (time, 0 = free / 1 = alloc, buffer index): frees first at equal times.
   struct edge {
     std::int64_t time;
