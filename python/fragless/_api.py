@@ -37,36 +37,45 @@ def is_installed() -> bool:
     return bool(load_library().fragless_torch_is_installed())
 
 
+def _text_from(what: str, call, initial_bytes: int, error_text) -> str:
+    """Calls call(buffer, its size, &needed) -- the C API's text-out convention -- with a
+    buffer grown to `needed` until the text fits, and returns the text. A nonzero status
+    raises RuntimeError("what: " + error_text(buffer))."""
+    needed = ctypes.c_size_t(0)
+    buffer = ctypes.create_string_buffer(initial_bytes)
+    while True:
+        status = call(buffer, len(buffer), ctypes.byref(needed))
+        if status != 0:
+            raise RuntimeError(f"{what}: {error_text(buffer)}")
+        if needed.value <= len(buffer):
+            return buffer.value.decode()
+        buffer = ctypes.create_string_buffer(needed.value)
+
+
 def stats(device=None) -> dict:
     """fragless's stats for the device: torch.cuda.memory_stats() keys plus fragless's own
     (fragmentation, map/unmap calls, ...), as a flat dict."""
     handle = load_library()
     index = _device(device)
-    needed = ctypes.c_ulong(0)
-    buffer = ctypes.create_string_buffer(1 << 16)
-    while True:
-        status = handle.fragless_torch_stats_json(index, buffer, len(buffer), ctypes.byref(needed))
-        if status != 0:
-            raise RuntimeError(f"fragless.stats(): {buffer.value.decode(errors='replace')}")
-        if needed.value <= len(buffer):
-            break
-        buffer = ctypes.create_string_buffer(needed.value)
-    return json.loads(buffer.value.decode())["stats"]
+    text = _text_from(
+        "fragless.stats()",
+        lambda buffer, size, needed: handle.fragless_torch_stats_json(index, buffer, size, needed),
+        1 << 16,
+        lambda buffer: buffer.value.decode(errors="replace"),
+    )
+    return json.loads(text)["stats"]
 
 
 def memory_summary(device=None) -> str:
     """fragless's memory summary table for the device (PyTorch's layout plus fragless's section)."""
     handle = load_library()
     index = _device(device)
-    needed = ctypes.c_size_t(0)
-    buffer = ctypes.create_string_buffer(1 << 15)
-    while True:
-        status = handle.fragless_memory_summary(index, buffer, len(buffer), ctypes.byref(needed))
-        if status != 0:
-            raise RuntimeError(f"fragless.memory_summary(): {handle.fragless_last_error().decode()}")
-        if needed.value <= len(buffer):
-            return buffer.value.decode()
-        buffer = ctypes.create_string_buffer(needed.value)
+    return _text_from(
+        "fragless.memory_summary()",
+        lambda buffer, size, needed: handle.fragless_memory_summary(index, buffer, size, needed),
+        1 << 15,
+        lambda buffer: handle.fragless_last_error().decode(),
+    )
 
 
 class CompactResult(NamedTuple):
