@@ -4,6 +4,7 @@
 // (Note [Publishing stats] in fragless/stats_publisher.hpp) from a background thread.
 #include <vector>
 
+#include "api/runtime_functions.hpp"
 #include "backend/capture_aware_backend.hpp"
 #include "core/allocator.hpp"
 #include "core/log.hpp"
@@ -75,3 +76,15 @@ allocator& global_allocator() {
 }
 
 }  // namespace fragless::core
+
+namespace fragless::api {
+
+void use_real_runtime_functions(void* malloc_function, void* free_function, void* mem_get_info_function) noexcept {
+  backend::runtime_memory_functions functions;
+  functions.malloc = malloc_function;
+  functions.free = free_function;
+  functions.mem_get_info = mem_get_info_function;
+  backend::use_runtime_memory_functions(functions);
+}
+
+}  // namespace fragless::api

@@ -9,7 +9,7 @@
 
 #include <dlfcn.h>
 
-#include "backend/backend.hpp"
+#include "api/runtime_functions.hpp"
 
 #include <mutex>
 
@@ -66,11 +66,8 @@ const real_cuda_functions& real() {
   static const real_cuda_functions functions = [] {
     real_cuda_functions resolved = resolve_all();
     // Note [Interposed runtime functions] (allocator/backend/backend.hpp).
-    backend::runtime_memory_functions for_backend;
-    for_backend.malloc = reinterpret_cast<void*>(resolved.malloc);
-    for_backend.free = reinterpret_cast<void*>(resolved.free);
-    for_backend.mem_get_info = reinterpret_cast<void*>(resolved.mem_get_info);
-    backend::use_runtime_memory_functions(for_backend);
+    api::use_real_runtime_functions(reinterpret_cast<void*>(resolved.malloc), reinterpret_cast<void*>(resolved.free),
+                                    reinterpret_cast<void*>(resolved.mem_get_info));
     return resolved;
   }();
   return functions;
