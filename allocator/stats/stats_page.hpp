@@ -1,6 +1,6 @@
 // The shared-memory stats page: one file per process in the per-user stats directory,
-// written by stats_publisher, read by fragless-stats. Layout below; see Note [Stats page
-// seqlock] for how readers get untorn copies without ever blocking the writer.
+// written by stats_publisher, read by fragless-stats. Layout below; see
+// Note [Stats page seqlock] for how readers get untorn copies without ever blocking the writer.
 // Invariants: a page whose magic, version, layout hash or sizes differ from this build's
 // is rejected, never interpreted; readers only touch bytes below the file size they
 // validated.

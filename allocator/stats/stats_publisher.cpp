@@ -1,5 +1,5 @@
-// stats_publisher: this process's stats page (Note [Stats page seqlock], Note [Stats page
-// requests] in stats_page.hpp). Invariants: the page is mapped once and never remapped;
+// stats_publisher: this process's stats page (Note [Stats page seqlock],
+// Note [Stats page requests] in stats_page.hpp). Invariants: the page is mapped once and never remapped;
 // after fork() a child never writes into the page (it belongs to the parent); the file is
 // unlinked by the destructor and, for publishers still alive at exit, by an atexit hook.
 #include "fragless/stats_publisher.hpp"

@@ -51,7 +51,7 @@
 namespace fragless::preload {
 namespace {
 
-std::atomic<bool> in_forked_child{false};
+std::atomic<bool> in_forked_child{false};  // Note [Fork]
 
 void on_fork_child() {
   in_forked_child.store(true, std::memory_order_relaxed);
@@ -64,7 +64,7 @@ bool passthrough_from_environment() {
                               std::strcmp(value, "True") == 0);
 }
 
-bool passthrough() {
+bool passthrough() {  // Note [Passthrough], and Note [Fork] in a forked child
   static const bool enabled = passthrough_from_environment();
   return enabled || in_forked_child.load(std::memory_order_relaxed);
 }
@@ -295,7 +295,7 @@ FRAGLESS_INTERPOSED CUresult cuGetProcAddress_v2(const char* symbol, void** func
   const CUresult result = real().cu_get_proc_address(symbol, function, cuda_version, flags, status);
   // cuMemAlloc below version 3020 is the 32-bit v1 ABI: leave it alone.
   if (result == CUDA_SUCCESS && function != nullptr && cuda_version >= 3020) {
-    if (void* ours = interposed_driver_function(symbol)) *function = ours;
+    if (void* ours = interposed_driver_function(symbol)) *function = ours;  // Note [Entry points]
   }
   return result;
 }

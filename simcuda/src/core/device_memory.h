@@ -1,5 +1,5 @@
-// Device memory from cudaMalloc / cuMemAlloc: carved from the device window (Note [Device
-// windows]), page granular, tracked as Regions shared with VMM mappings.
+// Device memory from cudaMalloc / cuMemAlloc: carved from the device window
+// (Note [Device windows]), page granular, tracked as Regions shared with VMM mappings.
 // Invariant: a malloc Region's pages are read-write exactly while the Region exists.
 #pragma once
 

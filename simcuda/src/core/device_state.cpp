@@ -18,14 +18,14 @@ constexpr size_t kMaxWindowBytes = size_t{4} << 40;
 
 std::mutex g_state_mutex;
 
-// Note [Fork]
+// Note [Fork while inside simcuda]
 // A process may fork while another thread is inside simcuda. The state lock is taken
 // around fork() (pthread_atfork) so the child never inherits it held, and the child keeps a
 // consistent device state (a real driver is unusable in such a child; simcuda stays usable,
 // which only makes tests of fork-safety stricter).
 void lock_for_fork() { g_state_mutex.lock(); }
 void unlock_after_fork() { g_state_mutex.unlock(); }
-__attribute__((constructor)) void register_fork_handlers() {
+__attribute__((constructor)) void register_fork_handlers() {  // Note [Fork while inside simcuda]
   pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
 }
 

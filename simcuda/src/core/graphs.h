@@ -43,8 +43,8 @@ Graph* resolve_exec_locked(void* handle);
 bool destroy_graph_locked(void* handle);
 bool destroy_exec_locked(void* handle);
 
-// Enqueues the exec's nodes on `stream` in order, as if enqueued there now (Note [Graph
-// replay]); CUDA_ERROR_INVALID_VALUE if a copy or memset met memory that is gone.
+// Enqueues the exec's nodes on `stream` in order, as if enqueued there now
+// (Note [Graph replay]); CUDA_ERROR_INVALID_VALUE if a copy or memset met memory that is gone.
 CUresult launch_graph_locked(const Graph& exec, Stream& stream);
 
 // cuGraphDebugDotPrint: one line per node and per edge, in Graphviz syntax.

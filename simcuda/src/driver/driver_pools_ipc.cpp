@@ -12,8 +12,8 @@
 // An interprocess event (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) exports a handle
 // naming the exporting process and event. Opened in the exporting process it is that
 // event; opened in another process it is a fresh event that is already complete: simcuda
-// cannot see another process's streams, and copies take effect when enqueued (Note [Copies
-// take effect at enqueue]), so the data an exporter wrote before recording is already
+// cannot see another process's streams, and copies take effect when enqueued
+// (Note [Copies take effect at enqueue]), so the data an exporter wrote before recording is already
 // there. Waiting on it orders nothing, and the race oracle sees nothing across processes.
 #include <unistd.h>
 

@@ -41,7 +41,8 @@ Function driver_function(const char* name) {
 
 }  // namespace simcuda::runtime
 
-// The driver library's own implementation of a driver function, typed from cuda.h.
+// The driver library's own implementation of a driver function, typed from cuda.h
+// (Note [Runtime on the driver]).
 #define SIMCUDA_DRIVER(name)                                                                         \
   (*[] {                                                                                             \
     static const auto simcuda_driver_fn_ = ::simcuda::runtime::driver_function<decltype(&::name)>(#name); \
