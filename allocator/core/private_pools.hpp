@@ -59,6 +59,13 @@ class private_pools {
     for (const auto& one : entries_)
       if (one->device == device) f(*one->cache);
   }
+  // Calls f(device_cache&) for every released pool cache of the device, like for_each.
+  template <typename F>
+  void for_each_released(int device, F&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& one : entries_)
+      if (one->device == device && one->pool == 0) f(*one->cache);
+  }
   bool empty() const noexcept { return count_.load(std::memory_order_acquire) == 0; }
 
  private:
