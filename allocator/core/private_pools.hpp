@@ -14,7 +14,8 @@
 //  - create_pool(device) -> id; allocate_from_pool(id, ...); release_pool(id) ends the
 //    pool: no new allocations; its blocks still free normally; once none is active, the
 //    cache (and whatever memory it still caches) serves the next pool created on the
-//    device. empty_cache / compact / trim of a device cover its pools' caches too.
+//    device. empty_cache / compact / trim of a device cover its pools' caches too;
+//    empty_cache_keeping_live_pools leaves live pools' caches alone (PyTorch's rule).
 //  - Memory pressure crosses pools: an allocation that runs out of memory in one cache
 //    releases the cached (free, idle) memory of the device's other caches and retries
 //    once (allocator::allocate_in).
