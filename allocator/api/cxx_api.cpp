@@ -51,6 +51,18 @@ std::size_t empty_cache(int device) {
   return released;
 }
 
+std::size_t empty_cache_keeping_live_pools(int device) {
+  std::size_t released = 0;
+  const auto release = [&](core::device_cache& cache) { released += cache.release_cache(0); };
+  if (device >= 0) {
+    global().for_each_cache_but_live_pools(device, release);
+  } else {
+    for (core::device_cache* created : global().created_devices())
+      global().for_each_cache_but_live_pools(created->device(), release);
+  }
+  return released;
+}
+
 std::size_t trim(std::size_t bytes_to_keep, int device) {
   std::size_t released = 0;
   for_each_target(device, [&](core::device_cache& cache) { released += cache.release_cache(bytes_to_keep); });

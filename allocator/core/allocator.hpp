@@ -54,6 +54,12 @@ class allocator {
     f(device(device_index));
     if (!pools_.empty()) pools_.for_each(device_index, f);
   }
+  // The device's cache and its released pools' caches (live pools left out).
+  template <typename F>
+  void for_each_cache_but_live_pools(int device_index, F&& f) {
+    f(device(device_index));
+    if (!pools_.empty()) pools_.for_each_released(device_index, f);
+  }
   // Caps every cache of the device, and the pools created later, at fraction x capacity.
   // @throws invalid_argument_error
   void set_memory_fraction(int device, double fraction);

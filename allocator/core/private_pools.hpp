@@ -14,7 +14,8 @@
 //  - create_pool(device) -> id; allocate_from_pool(id, ...); release_pool(id) ends the
 //    pool: no new allocations; its blocks still free normally; once none is active, the
 //    cache (and whatever memory it still caches) serves the next pool created on the
-//    device. empty_cache / compact / trim of a device cover its pools' caches too.
+//    device. empty_cache / compact / trim of a device cover its pools' caches too;
+//    empty_cache_keeping_live_pools leaves live pools' caches alone (PyTorch's rule).
 //  - Memory pressure crosses pools: an allocation that runs out of memory in one cache
 //    releases the cached (free, idle) memory of the device's other caches and retries
 //    once (allocator::allocate_in).
@@ -58,6 +59,13 @@ class private_pools {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& one : entries_)
       if (one->device == device) f(*one->cache);
+  }
+  // Calls f(device_cache&) for every released pool cache of the device, like for_each.
+  template <typename F>
+  void for_each_released(int device, F&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& one : entries_)
+      if (one->device == device && one->pool == 0) f(*one->cache);
   }
   bool empty() const noexcept { return count_.load(std::memory_order_acquire) == 0; }
 

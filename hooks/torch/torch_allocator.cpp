@@ -8,23 +8,25 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "c10_conversion.hpp"
 #include "fragless/fragless.hpp"
+#include "out_of_memory_message.hpp"
 
 namespace fragless::torch {
 namespace {
 
-constexpr const char* checkpoint_error =
-    "fragless does not support checkpointing a private pool's state (getCheckpointState / "
-    "setCheckpointPoolState, used by torch.compile's CUDA graph trees): that needs the pool's block "
-    "layout restored exactly, which fragless's pools (page-mapped ranges) do not record. Use "
-    "torch.compile without mode=\"reduce-overhead\", or capture graphs with torch.cuda.graph.";
 stream_t as_fragless(cudaStream_t stream) { return static_cast<stream_t>(stream); }
 
 bool is_default_pool(c10::MempoolId_t id) { return id.first == 0 && id.second == 0; }
 
 int current_device() { return static_cast<int>(c10::cuda::current_device()); }
+
+// Note [History contexts]: ends the current call's context however the call leaves.
+struct history_call_scope {
+  ~history_call_scope() { trace_history::end_call(); }
+};
 
 }  // namespace
 
@@ -39,44 +41,78 @@ int torch_allocator::device_count() const { return static_cast<int>(c10::cuda::d
 
 void* torch_allocator::allocate_block(std::size_t size_bytes, int device, cudaStream_t stream) {
   void* pointer = nullptr;
+  const bool tracking = history_.tracking(c10::memoryProfilingEnabled());
+  std::shared_ptr<c10::GatheredContext> context;
+  std::optional<history_call_scope> call;
+  if (tracking) {  // slow path: the stack is gathered before fragless runs
+    context = history_.begin_allocation_call();
+    call.emplace();
+  }
   try {
     const std::uint64_t pool = pools_.route(device, stream);  // Note [Pool use counts]
     pointer = pool == 0 ? fragless::allocate(size_bytes, device, as_fragless(stream))
                         : fragless::allocate_from_pool(pool, size_bytes, as_fragless(stream));
-  } catch (const fragless::out_of_memory_error& failure) {
-    raise_out_of_memory(failure.what(), size_bytes, device, stream);
+  } catch (const fragless::out_of_memory_error&) {
+    raise_out_of_memory(size_bytes, device, stream);
   } catch (const fragless::error& failure) {
     TORCH_CHECK(false, "fragless: allocation of ", size_bytes, " bytes on device ", device,
                 " failed: ", failure.what());
   }
-  if (pointer != nullptr && history_.tracking(c10::memoryProfilingEnabled())) {
-    history_.on_allocate(device, pointer, size_bytes, stream);
+  if (pointer != nullptr && tracking) {
+    history_.on_allocate(device, pointer, size_bytes, stream, std::move(context));
     report_to_profiler(pointer, static_cast<std::int64_t>(size_bytes), device);
   }
   return pointer;
 }
 
-void torch_allocator::raise_out_of_memory(const std::string& message, std::size_t size_bytes, int device,
-                                          cudaStream_t stream) {
+void torch_allocator::raise_out_of_memory(std::size_t size_bytes, int device, cudaStream_t stream) {
   std::size_t device_free_bytes = 0;
   std::size_t device_total_bytes = 0;
   {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     if (cudaMemGetInfo(&device_free_bytes, &device_total_bytes) != cudaSuccess) (void)cudaGetLastError();
   }
-  const device_stats stats = fragless::get_device_stats(device);
+  device_stats stats = fragless::get_device_stats(device);
+  checkpoints_.leave_held_out(stats, device);
   const auto allocated_bytes = static_cast<std::size_t>(stats.allocated_bytes[pool_all].current);
+  out_of_memory_figures figures;
+  figures.request_bytes = size_bytes;
+  figures.device = device;
+  figures.device_total_bytes = device_total_bytes;
+  figures.device_free_bytes = device_free_bytes;
+  figures.allocated_bytes = allocated_bytes;
+  figures.reserved_bytes = static_cast<std::size_t>(stats.reserved_bytes[pool_all].current);
+  try {
+    for (const snapshot_segment& segment : fragless::snapshot(device).segments) {
+      if (segment.private_pool == 0) continue;
+      for (const snapshot_block& block : segment.blocks)
+        if (block.state == block_state::free ||
+            (block.state == block_state::allocated && checkpoints_.is_held(static_cast<std::uintptr_t>(block.address))))
+          figures.private_pool_free_bytes += static_cast<std::size_t>(block.size_bytes);
+    }
+  } catch (const fragless::error&) {
+    // Without a snapshot the message names no private-pool memory; the error is raised all the same.
+  }
+  {
+    std::lock_guard lock(settings_mutex_);
+    const auto index = static_cast<std::size_t>(device);
+    if (index < fraction_set_.size() && fraction_set_[index])
+      figures.allowed_bytes = static_cast<std::size_t>(memory_fractions_[index] * static_cast<double>(device_total_bytes));
+  }
+  const std::string message = out_of_memory_message(figures);
   history_.on_out_of_memory(device, size_bytes, device_free_bytes, stream);
   std::vector<c10_allocator::OutOfMemoryObserver> observers;
   {
     std::lock_guard lock(settings_mutex_);
     observers = oom_observers_;
   }
-  for (const auto& observer : observers) observer(device, allocated_bytes, device_total_bytes, device_free_bytes);
+  // PyTorch's arguments: the request, and the allowed bytes in place of the total once a
+  // memory fraction is set.
+  const std::size_t observed_total_bytes = figures.allowed_bytes.value_or(device_total_bytes);
+  for (const auto& observer : observers) observer(device, size_bytes, observed_total_bytes, device_free_bytes);
   c10::reportOutOfMemoryToProfiler(static_cast<std::int64_t>(size_bytes), allocated_bytes,
                                    static_cast<std::size_t>(stats.reserved_bytes[pool_all].current),
                                    c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
-  // fragless's message already has PyTorch's shape: "CUDA out of memory. Tried to allocate ...".
   TORCH_CHECK_WITH(OutOfMemoryError, false, message);
 }
 
@@ -93,23 +129,35 @@ void torch_allocator::report_to_profiler(void* pointer, std::int64_t signed_size
   }
 }
 
-void torch_allocator::free_block(void* pointer) noexcept {
-  if (pointer == nullptr) return;
+bool torch_allocator::free_block(void* pointer, bool warn_if_unknown) noexcept {
+  if (pointer == nullptr) return true;
   std::optional<trace_history::freed_block> freed;
   try {
-    if (history_.tracking(c10::memoryProfilingEnabled())) freed = history_.on_free(pointer);
-    fragless::deallocate(pointer);
+    if (history_.tracking(c10::memoryProfilingEnabled()) || history_.knows_blocks()) freed = history_.on_free(pointer);
+    if (!checkpoints_.hold_on_free(pointer)) fragless::deallocate(pointer);  // Note [Pool checkpoints]
+  } catch (const fragless::invalid_pointer_error& failure) {
+    // Nothing changed (fragless checks first); the history knew no such block either.
+    if (warn_if_unknown) TORCH_WARN("fragless: freeing ", pointer, " failed: ", failure.what());
+    return false;
   } catch (const std::exception& failure) {
     TORCH_WARN("fragless: freeing ", pointer, " failed: ", failure.what());
-    return;
+    return true;
   }
   if (freed) report_to_profiler(pointer, -static_cast<std::int64_t>(freed->size_bytes), freed->device);
+  return true;
 }
 
 void torch_allocator::delete_block(void* pointer) noexcept { instance().free_block(pointer); }
 
+void torch_allocator::delete_uncached_block(void* pointer) noexcept { uncached_blocks::delete_block(pointer); }
+
 c10::DataPtr torch_allocator::allocate(std::size_t size_bytes) {
   const int device = current_device();
+  if (!enabled_.load(std::memory_order_relaxed)) {  // caching_allocator_enable(False): cudaMalloc per tensor
+    void* uncached = uncached_.allocate(size_bytes, device);
+    return {uncached, uncached, &torch_allocator::delete_uncached_block,
+            c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device))};
+  }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
   void* pointer = allocate_block(size_bytes, device, stream);
   return {pointer, pointer, &torch_allocator::delete_block,
@@ -124,15 +172,21 @@ void torch_allocator::copy_data(void* destination, const void* source, std::size
 
 void* torch_allocator::raw_alloc(std::size_t size_bytes) {
   const int device = current_device();
+  if (!enabled_.load(std::memory_order_relaxed)) return uncached_.allocate_raw(size_bytes, device);
   return allocate_block(size_bytes, device,
                         c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream());
 }
 
 void* torch_allocator::raw_alloc_with_stream(std::size_t size_bytes, cudaStream_t stream) {
+  if (!enabled_.load(std::memory_order_relaxed)) return uncached_.allocate_raw(size_bytes, current_device());
   return allocate_block(size_bytes, current_device(), stream);
 }
 
-void torch_allocator::raw_delete(void* pointer) { free_block(pointer); }
+void torch_allocator::raw_delete(void* pointer) {
+  if (uncached_.free_raw(pointer)) return;
+  // PyTorch raises for a pointer it did not hand out (DataPtr deleters cannot raise).
+  TORCH_CHECK(free_block(pointer, false), "invalid device pointer: ", pointer);
+}
 
 void torch_allocator::recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) {
   // Only blocks this adapter made (PyTorch does the same: views of other memory are ignored).
@@ -156,8 +210,12 @@ void torch_allocator::init(int device_count_hint) {
 }
 
 void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
+  history_.begin_release_call();  // Note [History contexts]: segment entries carry this stack
+  history_call_scope call;
   if (is_default_pool(mempool_id)) {
-    fragless::empty_cache(-1);  // the devices' caches and their pools'
+    // PyTorch's rule: the devices' caches and released pools'; a live pool keeps its
+    // memory (a captured graph may still use its free blocks).
+    fragless::empty_cache_keeping_live_pools(-1);
     return;
   }
   // A live pool gives back its unused memory; a released one already did (releasePool).
@@ -166,7 +224,9 @@ void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
 }
 
 c10::CachingDeviceAllocator::DeviceStats torch_allocator::getDeviceStats(c10::DeviceIndex device) {
-  return to_c10(fragless::get_device_stats(device));
+  device_stats stats = fragless::get_device_stats(device);
+  checkpoints_.leave_held_out(stats, device);  // Note [Pool checkpoints]
+  return to_c10(stats);
 }
 
 void torch_allocator::resetAccumulatedStats(c10::DeviceIndex device) { fragless::reset_accumulated_stats(device); }
@@ -180,13 +240,16 @@ double torch_allocator::getMemoryFraction(c10::DeviceIndex device) {
 }
 
 void torch_allocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
-  TORCH_CHECK(fraction > 0.0 && fraction <= 1.0, "fragless: invalid memory fraction ", fraction,
-              " (must be in (0, 1])");
-  fragless::set_memory_fraction(fraction, device);
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "invalid fraction:", fraction, ". Please set within [0, 1].");
+  // fragless's core takes (0, 1]; the smallest positive fraction caps reserved memory at
+  // 0 bytes, which is what 0 means to PyTorch: nothing more may be reserved.
+  fragless::set_memory_fraction(fraction > 0.0 ? fraction : std::numeric_limits<double>::denorm_min(), device);
   std::lock_guard lock(settings_mutex_);
   const auto index = static_cast<std::size_t>(device);
   if (memory_fractions_.size() <= index) memory_fractions_.resize(index + 1, 1.0);
+  if (fraction_set_.size() <= index) fraction_set_.resize(index + 1, false);
   memory_fractions_[index] = fraction;
+  fraction_set_[index] = true;
 }
 
 std::vector<c10_allocator::StreamSegmentSize> torch_allocator::getExpandableSegmentSizes(c10::DeviceIndex) {
@@ -195,13 +258,11 @@ std::vector<c10_allocator::StreamSegmentSize> torch_allocator::getExpandableSegm
   return {};
 }
 
-void torch_allocator::enable(bool value) {
-  TORCH_CHECK(value, "fragless cannot be disabled: PyTorch's disabled mode calls cudaMalloc/cudaFree per "
-              "tensor, and blocks fragless handed out must go back to fragless. Reinstall the native "
-              "allocator in a new process instead.");
-}
+// caching_allocator_enable(False): later tensors are cudaMalloc'd one by one (uncached_blocks);
+// blocks fragless handed out before still go back to fragless (their deleter says whose).
+void torch_allocator::enable(bool value) { enabled_.store(value, std::memory_order_relaxed); }
 
-bool torch_allocator::isEnabled() const { return true; }
+bool torch_allocator::isEnabled() const { return enabled_.load(std::memory_order_relaxed); }
 
 void torch_allocator::cacheInfo(c10::DeviceIndex device, std::size_t* largest_block_bytes) {
   // PyTorch reports the largest cached free block; the snapshot has the exact figure.
@@ -244,7 +305,10 @@ c10_allocator::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_i
     }
     snap.segments = std::move(kept);
     auto segments = to_c10_segments(snap);
-    for (std::size_t i = 0; i < segments.size(); ++i) segments[i].owner_private_pool_id = owners[i];
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      segments[i].owner_private_pool_id = owners[i];
+      describe_blocks(segments[i]);
+    }
     info.segments.insert(info.segments.end(), std::make_move_iterator(segments.begin()),
                          std::make_move_iterator(segments.end()));
     if (device == 0) {
@@ -262,7 +326,36 @@ c10_allocator::SnapshotInfo torch_allocator::snapshot(c10::MempoolId_t mempool_i
   return info;
 }
 
+// Blocks as the user knows them: held checkpoint blocks free (Note [Pool checkpoints]),
+// live ones with their allocation stack (Note [History contexts]).
+void torch_allocator::describe_blocks(c10::CachingDeviceAllocator::SegmentInfo& segment) const {
+  if (!history_.knows_blocks() && !checkpoints_.any_held()) return;
+  std::uintptr_t address = segment.address;
+  for (c10::CachingDeviceAllocator::BlockInfo& block : segment.blocks) {
+    if (block.allocated && checkpoints_.is_held(address)) {
+      block.allocated = false;
+      block.active = false;
+      segment.allocated_size -= block.size;
+      segment.active_size -= block.size;
+      segment.requested_size -= block.requested_size;
+    } else if (block.allocated) {
+      block.context_when_allocated = history_.context_of(reinterpret_cast<void*>(address));
+    }
+    address += block.size;
+  }
+}
+
 bool torch_allocator::isHistoryEnabled() { return history_.enabled(); }
+
+std::shared_ptr<c10::GatheredContext> torch_allocator::getContextForPointer(const void* pointer) {
+  return history_.context_of(pointer);
+}
+
+bool torch_allocator::supportsUserMetadata() { return true; }
+
+void torch_allocator::setUserMetadata(const std::string& metadata) { trace_history::set_user_metadata(metadata); }
+
+std::string torch_allocator::getUserMetadata() { return trace_history::user_metadata(); }
 
 void torch_allocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
                                     std::size_t alloc_trace_max_entries,
@@ -348,6 +441,7 @@ bool torch_allocator::checkPoolLiveAllocations(c10::DeviceIndex device, c10::Mem
     if (segment.private_pool != pool) continue;
     for (const snapshot_block& block : segment.blocks) {
       if (block.state != block_state::allocated) continue;
+      if (checkpoints_.is_held(static_cast<std::uintptr_t>(block.address))) continue;  // freed by the user
       if (expected_live_allocations.count(reinterpret_cast<void*>(static_cast<std::uintptr_t>(block.address))) == 0)
         return false;
       ++live;
@@ -388,14 +482,43 @@ std::shared_ptr<void> torch_allocator::getIpcDevPtr(std::string handle) {
   return opened;
 }
 
-std::shared_ptr<c10_allocator::AllocatorState> torch_allocator::getCheckpointState(c10::DeviceIndex,
-                                                                                    c10::MempoolId_t) {
-  TORCH_CHECK(false, checkpoint_error);
+// Note [Pool checkpoints]
+std::shared_ptr<c10_allocator::AllocatorState> torch_allocator::getCheckpointState(c10::DeviceIndex device,
+                                                                                    c10::MempoolId_t id) {
+  const std::uint64_t pool = pools_.find(device, id);
+  TORCH_CHECK(pool != 0, "fragless: getCheckpointState: no live memory pool (", id.first, ", ", id.second,
+              ") on device ", static_cast<int>(device));
+  try {
+    return checkpoints_.take(device, id, pool);
+  } catch (const fragless::error& failure) {
+    TORCH_CHECK(false, "fragless: getCheckpointState failed: ", failure.what());
+  }
+  return nullptr;  // not reached: TORCH_CHECK(false) throws (some builds cannot tell)
 }
 
-c10_allocator::CheckpointDelta torch_allocator::setCheckpointPoolState(c10::DeviceIndex,
-                                                                       std::shared_ptr<c10_allocator::AllocatorState>) {
-  TORCH_CHECK(false, checkpoint_error);
+c10_allocator::CheckpointDelta torch_allocator::setCheckpointPoolState(
+    c10::DeviceIndex device, std::shared_ptr<c10_allocator::AllocatorState> state) {
+  const auto* checkpoint = dynamic_cast<const pool_checkpoints::state*>(state.get());
+  TORCH_CHECK(checkpoint != nullptr, "fragless: setCheckpointPoolState: not a state from fragless's getCheckpointState");
+  TORCH_CHECK(checkpoint->device == static_cast<int>(device), "fragless: setCheckpointPoolState: the state is of device ",
+              checkpoint->device, ", not ", static_cast<int>(device));
+  TORCH_CHECK(pools_.find(device, checkpoint->id) == checkpoint->pool,
+              "fragless: setCheckpointPoolState: the state's memory pool was released");
+  pool_checkpoints::restore_result restored;
+  try {
+    restored = checkpoints_.restore(*checkpoint);
+  } catch (const fragless::error& failure) {
+    TORCH_CHECK(false, "fragless: setCheckpointPoolState failed: ", failure.what());
+  }
+  c10_allocator::CheckpointDelta delta;
+  delta.ptrs_freed = restored.freed;
+  // Blocks live now but not in the state are freed (held if another state names them).
+  for (void* pointer : restored.freed)
+    if (std::find(restored.allocated.begin(), restored.allocated.end(), pointer) == restored.allocated.end())
+      free_block(pointer);
+  const c10::Device where(c10::DeviceType::CUDA, device);
+  for (void* pointer : restored.allocated) delta.dataptrs_allocd.emplace_back(pointer, pointer, &torch_allocator::delete_block, where);
+  return delta;
 }
 
 // ---- peers ----

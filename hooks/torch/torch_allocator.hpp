@@ -11,10 +11,10 @@
 // it. pool_router keeps PyTorch's use counts and LIFO routing (Note [Pool use counts]);
 // snapshots tag segments with owner_private_pool_id and filter by pool id; every pool
 // acts as use_on_oom (an out-of-memory releases all pools' unused memory before it is
-// reported). Not supported, each saying
-// why: pools with an allocator of their own, no_split pools, checkpoint state (CUDA graph
-// trees). Graph capture itself cannot run on simcuda (no stream capture emulation), so
-// the routing is tested through MemPool and explicit filters.
+// reported). torch.cuda.empty_cache() keeps live pools' cached memory (PyTorch's rule: a
+// captured graph may still use it); a pool's memory goes back once the pool is released.
+// Checkpoint state for CUDA graph trees: Note [Pool checkpoints]. Not supported, each
+// saying why: pools with an allocator of their own, no_split pools.
 //
 // Note [IPC in PyTorch]
 // shareIpcHandle exports the block (fragless::export_block: file descriptors of its pages,
@@ -32,8 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "pool_checkpoints.hpp"
 #include "pool_router.hpp"
 #include "trace_history.hpp"
+#include "uncached_blocks.hpp"
 
 namespace fragless::torch {
 
@@ -87,6 +89,10 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
                      std::size_t alloc_trace_max_entries, c10::CachingDeviceAllocator::RecordContext when,
                      bool clear_history, const std::vector<std::string>& skip_actions) override;
+  std::shared_ptr<c10::GatheredContext> getContextForPointer(const void* pointer) override;
+  bool supportsUserMetadata() override;
+  void setUserMetadata(const std::string& metadata) override;
+  std::string getUserMetadata() override;
   void attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) override;
   void attachOomRejectionObserver(c10_allocator::OomRejectionObserver observer) override;
   void attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) override;
@@ -107,19 +113,27 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
  private:
   // Hot path: allocate on (device, stream), report to history and profiler.
   void* allocate_block(std::size_t size_bytes, int device, cudaStream_t stream);
-  // Slow path, no lock held: observers, history, then throws c10::OutOfMemoryError.
-  [[noreturn]] void raise_out_of_memory(const std::string& message, std::size_t size_bytes, int device,
-                                        cudaStream_t stream);
-  void free_block(void* pointer) noexcept;
+  // Slow path, no lock held: observers, history, then throws c10::OutOfMemoryError with
+  // PyTorch's message (out_of_memory_message.hpp).
+  [[noreturn]] void raise_out_of_memory(std::size_t size_bytes, int device, cudaStream_t stream);
+  // The DataPtr deleter while the caching allocator is disabled (uncached_blocks.hpp).
+  static void delete_uncached_block(void* pointer) noexcept;
+  // False (nothing done) for a pointer fragless did not hand out.
+  bool free_block(void* pointer, bool warn_if_unknown = true) noexcept;
+  void describe_blocks(c10::CachingDeviceAllocator::SegmentInfo& segment) const;
   void report_to_profiler(void* pointer, std::int64_t signed_size_bytes, int device) noexcept;
   int device_count() const;
 
   trace_history history_;
   pool_router pools_;
+  pool_checkpoints checkpoints_;  // Note [Pool checkpoints]
+  uncached_blocks uncached_;      // caching_allocator_enable(False)
+  std::atomic<bool> enabled_{true};
   std::mutex ipc_mutex_;  // guards opened_handles_
   std::unordered_map<std::string, std::weak_ptr<void>> opened_handles_;
   std::mutex settings_mutex_;  // guards the fields below
   std::vector<double> memory_fractions_;
+  std::vector<bool> fraction_set_;  // PyTorch names the allowed bytes in OOM messages once one is set
   std::vector<c10_allocator::OutOfMemoryObserver> oom_observers_;
   std::atomic<bool> initialized_{false};
 };

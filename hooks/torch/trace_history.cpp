@@ -25,7 +25,40 @@ const char* action_name(trace_entry::Action action) {
   return "";
 }
 
+// Note [History contexts]: the stack of the adapter call running on this thread.
+thread_local std::shared_ptr<c10::GatheredContext> call_context;
+// Note [User metadata]
+thread_local std::string thread_user_metadata;
+
 }  // namespace
+
+c10::CachingDeviceAllocator::CreateContextFn trace_history::recorder_for(RecordContext level) const {
+  std::lock_guard lock(mutex_);
+  return enabled() && when_ >= level ? context_recorder_ : nullptr;
+}
+
+std::shared_ptr<c10::GatheredContext> trace_history::begin_allocation_call() {
+  const auto recorder = recorder_for(RecordContext::STATE);
+  call_context = recorder != nullptr ? recorder() : nullptr;
+  return call_context;
+}
+
+void trace_history::begin_release_call() {
+  const auto recorder = recorder_for(RecordContext::ALL);
+  call_context = recorder != nullptr ? recorder() : nullptr;
+}
+
+void trace_history::end_call() noexcept { call_context.reset(); }
+
+void trace_history::set_user_metadata(const std::string& metadata) { thread_user_metadata = metadata; }
+
+std::string trace_history::user_metadata() { return thread_user_metadata; }
+
+std::shared_ptr<c10::GatheredContext> trace_history::context_of(const void* pointer) const {
+  std::lock_guard lock(mutex_);
+  auto found = live_blocks_.find(const_cast<void*>(pointer));
+  return found == live_blocks_.end() ? nullptr : found->second.context;
+}
 
 void trace_history::configure(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
                               std::size_t max_entries, RecordContext when, bool clear_history,
@@ -35,30 +68,38 @@ void trace_history::configure(bool enabled, c10::CachingDeviceAllocator::CreateC
   when_ = enabled ? when : RecordContext::NEVER;
   max_entries_ = std::max<std::size_t>(max_entries, 1);
   skip_actions_ = skip_actions;
-  if (clear_history) rings_.clear();
+  // Note [History contexts]: stopping, or clear_history, starts the next recording empty.
+  if (!enabled || clear_history) {
+    rings_.clear();
+    segment_contexts_.clear();
+  }
   enabled_.store(enabled, std::memory_order_relaxed);
 }
 
-void trace_history::on_allocate(int device, void* pointer, std::size_t size_bytes, void* stream) {
+void trace_history::on_allocate(int device, void* pointer, std::size_t size_bytes, void* stream,
+                                std::shared_ptr<c10::GatheredContext> context) {
   std::lock_guard lock(mutex_);
-  live_blocks_[pointer] = live_block{device, size_bytes, stream};
+  live_blocks_[pointer] = live_block{device, size_bytes, stream, context};
+  known_blocks_.store(live_blocks_.size(), std::memory_order_relaxed);
   if (!enabled()) return;
-  std::shared_ptr<c10::GatheredContext> context;
-  if (context_recorder_ != nullptr && when_ >= RecordContext::STATE) context = context_recorder_();
+  // Note [History contexts]: the alloc entry carries the stack from ALLOC up.
   write_locked(trace_entry(trace_entry::ALLOC, static_cast<c10::DeviceIndex>(device),
                            reinterpret_cast<std::uintptr_t>(pointer), size_bytes, stream, {0, 0},
-                           c10::getApproximateTime(), std::move(context)));
+                           c10::getApproximateTime(), when_ >= RecordContext::ALLOC ? std::move(context) : nullptr));
 }
 
 std::optional<trace_history::freed_block> trace_history::on_free(void* pointer) {
+  // Note [History contexts]: with ALL the free's own stack, gathered before taking the lock.
+  const auto recorder = recorder_for(RecordContext::ALL);
+  std::shared_ptr<c10::GatheredContext> context = recorder != nullptr ? recorder() : nullptr;
   std::lock_guard lock(mutex_);
   auto found = live_blocks_.find(pointer);
   if (found == live_blocks_.end()) return std::nullopt;  // Note [History of old blocks]
-  live_block block = found->second;
+  live_block block = std::move(found->second);
   live_blocks_.erase(found);
+  known_blocks_.store(live_blocks_.size(), std::memory_order_relaxed);
   if (enabled()) {
-    std::shared_ptr<c10::GatheredContext> context;
-    if (context_recorder_ != nullptr && when_ == RecordContext::ALL) context = context_recorder_();
+    if (context == nullptr && when_ >= RecordContext::ALLOC) context = block.context;
     const auto device = static_cast<c10::DeviceIndex>(block.device);
     const auto address = reinterpret_cast<std::uintptr_t>(pointer);
     // Note [Free completion]
@@ -81,8 +122,18 @@ void trace_history::on_segment(const fragless::segment_event& event) noexcept {
   }
   try {
     std::lock_guard lock(mutex_);
+    // Note [History contexts]: reserving takes the allocation's stack (and remembers it for
+    // the range); releasing the releasing call's, else the stack that reserved the range.
+    std::shared_ptr<c10::GatheredContext> context = call_context;
+    const bool reserves = action == trace_entry::SEGMENT_MAP || action == trace_entry::SEGMENT_ALLOC;
+    if (reserves) {
+      if (context != nullptr) segment_contexts_[event.address] = context;
+    } else if (auto found = segment_contexts_.find(event.address); found != segment_contexts_.end()) {
+      if (context == nullptr) context = found->second;
+      segment_contexts_.erase(found);
+    }
     write_locked(trace_entry(action, static_cast<c10::DeviceIndex>(event.device), event.address, event.size_bytes,
-                             nullptr, {0, 0}, c10::getApproximateTime(), nullptr));
+                             nullptr, {0, 0}, c10::getApproximateTime(), std::move(context)));
   } catch (...) {
     // No host memory for the entry: the history misses it, the allocator goes on.
   }
@@ -91,9 +142,9 @@ void trace_history::on_segment(const fragless::segment_event& event) noexcept {
 void trace_history::on_out_of_memory(int device, std::size_t size_bytes, std::size_t device_free_bytes,
                                      void* stream) {
   if (!enabled()) return;
+  const auto recorder = recorder_for(RecordContext::ALLOC);
+  std::shared_ptr<c10::GatheredContext> context = recorder != nullptr ? recorder() : nullptr;
   std::lock_guard lock(mutex_);
-  std::shared_ptr<c10::GatheredContext> context;
-  if (context_recorder_ != nullptr && when_ >= RecordContext::STATE) context = context_recorder_();
   write_locked(trace_entry(trace_entry::OOM, static_cast<c10::DeviceIndex>(device), device_free_bytes,
                            size_bytes, stream, {0, 0}, c10::getApproximateTime(), std::move(context)));
 }
@@ -123,6 +174,7 @@ bool trace_history::skipped_locked(trace_entry::Action action) const {
 }
 
 void trace_history::write_locked(trace_entry entry) {
+  entry.user_metadata_ = thread_user_metadata;  // Note [User metadata]
   for (const auto& tracker : trackers_) tracker(entry);
   if (skipped_locked(entry.action_)) return;
   ring& target = rings_[entry.device_];

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "fragless/fragless.hpp"
@@ -282,7 +283,7 @@ TEST_CASE("torch allocator: history has the segment_map and segment_unmap entrie
   CHECK(allocator::snapshot().device_traces.at(0).empty());
 }
 
-TEST_CASE("torch allocator: OOM is c10::OutOfMemoryError with fragless's message, observers called") {
+TEST_CASE("torch allocator: OOM is c10::OutOfMemoryError with PyTorch's message, observers called") {
   require_installed();
   int observed = 0;
   allocator::get()->attachOutOfMemoryObserver([&observed](int64_t, std::size_t, std::size_t, std::size_t) { ++observed; });
@@ -291,7 +292,9 @@ TEST_CASE("torch allocator: OOM is c10::OutOfMemoryError with fragless's message
     allocator::raw_alloc(std::size_t{1} << 50);
     FAIL("a 1 PiB allocation succeeded");
   } catch (const c10::OutOfMemoryError& oom) {
-    CHECK(starts_with(oom.msg(), "CUDA out of memory."));
+    // PyTorch's units: GiB however large (1 PiB is 1048576.00 GiB), never TiB.
+    CHECK(starts_with(oom.msg(), "CUDA out of memory. Tried to allocate 1048576.00 GiB. GPU 0 has a total capacity of "));
+    CHECK_THAT(oom.msg(), Catch::Contains(" is allocated by PyTorch, and "));
   }
   CHECK(observed == 1);
   CHECK(allocator::getDeviceStats(0).num_ooms == ooms_before + 1);
@@ -327,9 +330,8 @@ TEST_CASE("torch allocator: unsupported features fail with an explanation") {
   };
   CHECK_THAT(message_of([] { allocator::get()->shareIpcHandle(nullptr); }), Catch::Contains("cannot share"));
   CHECK_THAT(message_of([] { allocator::get()->getIpcDevPtr("x"); }), Catch::Contains("not a fragless IPC handle"));
-  CHECK_THAT(message_of([] { allocator::get()->enable(false); }), Catch::Contains("cannot be disabled"));
   CHECK_THAT(message_of([] { allocator::get()->setNoSplit(0, {0, 77}); }), Catch::Contains("no_split"));
-  CHECK_THAT(message_of([] { allocator::get()->getCheckpointState(0, {0, 77}); }), Catch::Contains("checkpoint"));
+  CHECK_THAT(message_of([] { allocator::get()->getCheckpointState(0, {0, 77}); }), Catch::Contains("no live memory pool"));
   CHECK_THAT(message_of([] { allocator::get()->endAllocateToPool(0, {0, 77}); }), Catch::Contains("not routing"));
   CHECK_THAT(message_of([] { allocator::get()->releasePool(0, {0, 77}); }), Catch::Contains("no memory pool"));
   CHECK(allocator::get()->isEnabled());
@@ -436,7 +438,105 @@ TEST_CASE("torch allocator: memory fraction round trip") {
   allocator::setMemoryFraction(0.5, 0);
   CHECK(allocator::getMemoryFraction(0) == 0.5);
   CHECK_THROWS_AS(allocator::setMemoryFraction(1.5, 0), c10::Error);
+  // 0 is PyTorch's "nothing more may be reserved": cached memory is still reused.
+  void* cached = allocator::raw_alloc(1u << 20);
+  allocator::raw_delete(cached);
+  allocator::setMemoryFraction(0.0, 0);
+  CHECK(allocator::getMemoryFraction(0) == 0.0);
+  void* reused = allocator::raw_alloc(1u << 20);
+  CHECK(reused != nullptr);
+  allocator::raw_delete(reused);
+  allocator::emptyCache();
+  CHECK_THROWS_AS(allocator::raw_alloc(1u << 20), c10::OutOfMemoryError);
   allocator::setMemoryFraction(1.0, 0);
+  void* after = allocator::raw_alloc(1u << 20);
+  CHECK(after != nullptr);
+  allocator::raw_delete(after);
+}
+
+TEST_CASE("torch allocator: disabled, allocations are cudaMalloc per tensor outside fragless") {
+  require_installed();
+  c10::DataPtr cached = allocator::get()->allocate(1u << 20);
+  const auto before = allocator::getDeviceStats(0);
+  allocator::get()->enable(false);
+  CHECK_FALSE(allocator::get()->isEnabled());
+  {
+    c10::DataPtr uncached = allocator::get()->allocate(1u << 20);
+    REQUIRE(uncached.get() != nullptr);
+    CHECK(uncached.get_deleter() != allocator::get()->raw_deleter());
+    CHECK(simcuda_is_accessible(uncached.get(), 1u << 20) == 1);
+    void* raw = allocator::raw_alloc(4096);
+    CHECK(allocator::getDeviceStats(0).allocated_bytes[kAll].current == before.allocated_bytes[kAll].current);
+    allocator::raw_delete(raw);
+    cached.clear();  // a block fragless handed out before still goes back to fragless
+    CHECK(allocator::getDeviceStats(0).allocated_bytes[kAll].current < before.allocated_bytes[kAll].current);
+  }
+  allocator::get()->enable(true);
+  CHECK(allocator::get()->isEnabled());
+  c10::DataPtr again = allocator::get()->allocate(1u << 20);
+  CHECK(again.get_deleter() == allocator::get()->raw_deleter());
+}
+
+// Note [Pool checkpoints]: what CUDA graph trees rely on, at the c10 level.
+TEST_CASE("torch allocator: checkpoint state restores a pool's live blocks in place, stats adjusted") {
+  require_installed();
+  const c10::MempoolId_t id{0, 5151};
+  allocator::get()->createOrIncrefPool(0, id);
+  const auto in_pool = [](cudaStream_t) { return true; };
+  const auto allocated_now = [] { return allocator::getDeviceStats(0).allocated_bytes[kAll].current; };
+  const auto pool_live = [&](std::unordered_set<void*> expected) {
+    return allocator::get()->checkPoolLiveAllocations(0, id, expected);
+  };
+  allocator::beginAllocateToPool(0, id, in_pool);
+  c10::DataPtr kept = allocator::get()->allocate(1u << 20);
+  c10::DataPtr dies = allocator::get()->allocate(3000);
+  allocator::endAllocateToPool(0, id);
+  void* const kept_address = kept.get();
+  void* const dies_address = dies.get();
+  const auto allocated_at_checkpoint = allocated_now();
+  auto state = allocator::getCheckpointState(0, id);
+  REQUIRE(state != nullptr);
+
+  dies.clear();  // freed after the checkpoint: the user sees it gone ...
+  const auto dies_bytes = allocated_at_checkpoint - allocated_now();
+  CHECK(dies_bytes >= 3000);
+  CHECK(pool_live({kept_address}));
+  bool listed_free = false;
+  for (const auto& segment : allocator::snapshot(id).segments) {
+    std::size_t offset = 0;
+    for (const auto& block : segment.blocks) {
+      if (segment.address + offset == reinterpret_cast<std::uintptr_t>(dies_address)) listed_free = !block.allocated;
+      offset += block.size;
+    }
+  }
+  CHECK(listed_free);
+  allocator::beginAllocateToPool(0, id, in_pool);
+  c10::DataPtr later = allocator::get()->allocate(5000);  // ... and its memory is not reused
+  allocator::endAllocateToPool(0, id);
+  CHECK(later.get() != dies_address);
+  void* const later_address = later.get();
+
+  auto delta = allocator::setCheckpointPoolState(0, state);
+  // Every block live before the restore is freed; every block of the checkpoint is live again.
+  std::unordered_set<void*> freed(delta.ptrs_freed.begin(), delta.ptrs_freed.end());
+  CHECK(freed == std::unordered_set<void*>{kept_address, later_address});
+  std::unordered_set<void*> allocd;
+  for (const auto& data : delta.dataptrs_allocd) {
+    allocd.insert(data.get());
+    CHECK(data.get_deleter() == allocator::get()->raw_deleter());
+  }
+  CHECK(allocd == std::unordered_set<void*>{kept_address, dies_address});
+  CHECK(pool_live({kept_address, dies_address}));
+  CHECK(allocated_now() == allocated_at_checkpoint);
+  // The old DataPtrs were taken over by the restore (graph trees drop their deleters).
+  (void)kept.release_context();
+  (void)later.release_context();
+  // Restoring the same state again is a no-op for the live set.
+  state.reset();  // the DataPtrs keep their blocks; nothing is held any more
+  for (auto& data : delta.dataptrs_allocd) data.clear();
+  CHECK(pool_live({}));
+  CHECK(allocated_now() == allocated_at_checkpoint - (1 << 20) - dies_bytes);
+  allocator::get()->releasePool(0, id);
 }
 
 #if defined(FRAGLESS_HAVE_TRACES)

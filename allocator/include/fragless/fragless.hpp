@@ -106,6 +106,9 @@ FRAGLESS_API void end_capture() noexcept;
 // Returns every unused cached byte of the device (and of its private pools) to CUDA
 // (synchronizes the device once per cache).
 FRAGLESS_API std::size_t empty_cache(int device = -1);  // -1: every device initialised so far
+// Like empty_cache, but the caches of pools not yet released keep their memory (PyTorch's
+// empty_cache: a live pool's free blocks may still be used by a captured CUDA graph).
+FRAGLESS_API std::size_t empty_cache_keeping_live_pools(int device = -1);
 // Like empty_cache but keeps up to `bytes_to_keep` cached bytes.
 FRAGLESS_API std::size_t trim(std::size_t bytes_to_keep, int device = -1);
 // A compaction pass (Note [Compaction], docs/compaction.md): unmaps every free page and

@@ -1,0 +1,24 @@
+"""_record_memory_history(context="state"): the allocation stack is on the live block in
+memory_snapshot(), not on the trace entries (PyTorch's RecordContext::STATE)."""
+import torch
+
+from observe import tensor_block_view, trace_view
+
+
+def allocate_kept():
+    return torch.empty(1 << 18, device="cuda")
+
+
+def allocate_freed():
+    return torch.empty(1000, device="cuda")
+
+
+def run(obs):
+    torch.cuda.memory._record_memory_history(context="state", stacks="python", max_entries=1000)
+    kept = allocate_kept()
+    freed = allocate_freed()
+    del freed
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    obs.record("kept_block", tensor_block_view(obs, snapshot, kept))
+    obs.record("trace", trace_view(obs, snapshot))
