@@ -84,6 +84,8 @@ def builtin_gpt2(torch, layers=12, heads=12, width=768, vocab=50257, positions=1
             self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(positions, width)
             self.blocks = nn.ModuleList(Block() for _ in range(layers))
             self.ln_f = nn.LayerNorm(width)
+            for embedding, std in ((self.wte, 0.02), (self.wpe, 0.01)):  # GPT-2's initialisation
+                nn.init.normal_(embedding.weight, std=std)
 
         def forward(self, ids, caches=None, start=0):
             x = self.wte(ids) + self.wpe(torch.arange(start, start + ids.shape[1], device=ids.device))
