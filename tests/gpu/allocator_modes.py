@@ -98,14 +98,36 @@ def backend(mode: str) -> str:
 _driver = None
 
 
-def device_used_bytes() -> int:
-    """total - free from the driver (cuMemGetInfo_v2, current context): comparable across modes."""
+def _driver_library():
     global _driver
     if _driver is None:
         _driver = ctypes.CDLL("libcuda.so.1")
         _driver.cuMemGetInfo_v2.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+        _driver.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        _driver.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+    return _driver
+
+
+def current_context():
+    """The calling thread's driver context (torch's primary context once CUDA is up)."""
+    context = ctypes.c_void_p(0)
+    status = _driver_library().cuCtxGetCurrent(ctypes.byref(context))
+    if status != 0:
+        raise RuntimeError(f"cuCtxGetCurrent failed: {status}")
+    return context
+
+
+def use_context(context) -> None:
+    """Makes `context` current on the calling thread (a driver context is per thread)."""
+    status = _driver_library().cuCtxSetCurrent(context)
+    if status != 0:
+        raise RuntimeError(f"cuCtxSetCurrent failed: {status}")
+
+
+def device_used_bytes() -> int:
+    """total - free from the driver (cuMemGetInfo_v2, current context): comparable across modes."""
     free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-    status = _driver.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+    status = _driver_library().cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
     if status != 0:
         raise RuntimeError(f"cuMemGetInfo_v2 failed: {status}")
     return total.value - free.value

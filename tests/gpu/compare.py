@@ -70,7 +70,8 @@ def summarise(runs) -> dict:
     return {"peak_used_bytes": statistics.median(r["peak_used_bytes"] - r["baseline_used_bytes"] for r in good),
             "max_reserved_bytes": statistics.median(reserved) if reserved else None,
             "step_seconds": statistics.median(step_medians), "losses": good[0]["losses"],
-            "model": good[0].get("model", ""), "backend": good[0].get("backend", ""), "runs": len(good)}
+            "model": good[0].get("model", ""), "backend": good[0].get("backend", ""), "runs": len(good),
+            "sampler_error": next((r["sampler_error"] for r in good if r.get("sampler_error")), None)}
 
 
 def markdown(summary, device: str, skipped, on_gpu: bool) -> str:
@@ -92,6 +93,10 @@ def markdown(summary, device: str, skipped, on_gpu: bool) -> str:
     for workload, modes in summary.items():
         models = {f.get("model") for f in modes.values() if f.get("model")}
         lines.append(f"- {workload}: {', '.join(sorted(models))}")
+    for workload, modes in summary.items():
+        for mode, figures in modes.items():
+            if figures.get("sampler_error"):
+                lines.append(f"- {workload} / {mode}: peak sampled at step ends only ({figures['sampler_error']})")
     for workload, reason in skipped.items():
         lines.append(f"- {workload}: skipped ({reason})")
     lines.append("- modes: " + "; ".join(f"`{m}` = {d}" for m, d in allocator_modes.DESCRIPTIONS.items()))

@@ -33,12 +33,18 @@ class PeakSampler:
 
     def __init__(self):
         self.peak = allocator_modes.device_used_bytes()
+        self.error = None
+        self._context = allocator_modes.current_context()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        while not self._stop.wait(0.001):
-            self.sample()
+        try:
+            allocator_modes.use_context(self._context)  # the driver's context is per thread
+            while not self._stop.wait(0.001):
+                self.sample()
+        except RuntimeError as failure:  # reported with the results; step-end samples go on
+            self.error = str(failure)
 
     def sample(self):
         self.peak = max(self.peak, allocator_modes.device_used_bytes())
@@ -243,6 +249,8 @@ def main(workload: str, steps: int) -> int:
                 result["model"] = name
                 start = time.perf_counter()
         result["peak_used_bytes"] = sampler.peak
+        if sampler.error:
+            result["sampler_error"] = sampler.error
     except torch.OutOfMemoryError as failure:
         result["error"] = "OutOfMemoryError: " + str(failure).splitlines()[0]
     result["baseline_used_bytes"] = baseline
