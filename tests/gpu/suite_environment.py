@@ -141,8 +141,6 @@ def running_on_simcuda() -> bool:
 
 def nvcc() -> str:
     """The CUDA compiler, or '' when there is none."""
-    found = os.environ.get("FRAGLESS_NVCC") or _cmake_cache_value("CUDAToolkit_NVCC_EXECUTABLE") or shutil.which("nvcc")
-    if found and os.path.exists(found):
-        return found
-    default = pathlib.Path("/usr/local/cuda/bin/nvcc")
-    return str(default) if default.exists() else ""
+    candidates = [os.environ.get("FRAGLESS_NVCC"), _cmake_cache_value("CUDAToolkit_NVCC_EXECUTABLE"),
+                  shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
+    return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), "")
