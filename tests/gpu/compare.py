@@ -15,6 +15,7 @@ usage: compare.py [--workloads a,b] [--modes a,b] [--steps N] [--repetitions R] 
 """
 import argparse
 import html
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -149,6 +150,7 @@ def main(argv) -> int:
     on_gpu, device = suite_environment.chosen_device()
     if not on_gpu:
         device = "simcuda (no kernels run: step times and losses mean nothing)"
+    device += f"; torch {importlib.metadata.version('torch')}"
     workloads = [w for w in options.workloads.split(",") if w] or [
         w for w in compare_workloads.WORKLOADS if not (on_gpu and w == "smoke")]
     unknown = [w for w in workloads if w not in compare_workloads.WORKLOADS]
