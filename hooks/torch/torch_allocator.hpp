@@ -22,9 +22,30 @@
 // the same mapping to every storage opened from it until the last is gone. The receiving
 // process must run fragless too (torch.multiprocessing's spawned workers import the same
 // main module, so they install it the same way).
+//
+// Note [Torch versions]
+// The adapter builds against torch 2.11 to 2.15. CMake compiles a probe per API difference
+// against the torch headers it builds with (cmake/TorchFeatures.cmake) and passes 0/1 as
+// FRAGLESS_TORCH_HAS_*; the code tests those, never version numbers, so a release that
+// gains or drops a member needs no edit here. What each difference means:
+//  - DeviceStats::num_oom_rejections (HAS_OOM_REJECTIONS) and OomRejectionObserver /
+//    attachOomRejectionObserver (HAS_OOM_REJECTION_OBSERVER): PyTorch's pre-emptive OOM
+//    policy. fragless never rejects pre-emptively, so where they exist the count is 0 and
+//    the observer is never called; where they do not, nothing is lost.
+//  - virtual markCaptureBegin/End (HAS_CAPTURE_MARKS): how PyTorch tells the allocator a
+//    CUDA graph capture is underway (Note [Capture underway] in the core). Torch releases
+//    without them never say so: fragless then cannot hold back the calls a capture forbids,
+//    so CUDA graph capture with fragless installed needs a torch that has them (2.15 does);
+//    private pools (torch.cuda.MemPool, use_mem_pool) work on every supported release.
+//  - TraceEntry::ANNOTATE (HAS_ANNOTATE_ENTRY): one more action name in trace_history; the
+//    adapter records no annotations, so only the name table changes.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
+
+#if !defined(FRAGLESS_TORCH_HAS_CAPTURE_MARKS) || !defined(FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER)
+#error "build through CMake: it detects the torch API (Note [Torch versions])"
+#endif
 
 #include <memory>
 #include <mutex>
@@ -71,8 +92,10 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                            std::function<bool(cudaStream_t)> filter) override;
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
+#if FRAGLESS_TORCH_HAS_CAPTURE_MARKS
   void markCaptureBegin(c10::DeviceIndex device) override;
   void markCaptureEnd(c10::DeviceIndex device) override;
+#endif
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
@@ -88,7 +111,9 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
                      std::size_t alloc_trace_max_entries, c10::CachingDeviceAllocator::RecordContext when,
                      bool clear_history, const std::vector<std::string>& skip_actions) override;
   void attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) override;
+#if FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER
   void attachOomRejectionObserver(c10_allocator::OomRejectionObserver observer) override;
+#endif
   void attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) override;
   void enablePeerAccess(c10::DeviceIndex device, c10::DeviceIndex device_to_access) override;
   cudaError_t memcpyAsync(void* destination, int destination_device, const void* source, int source_device,
