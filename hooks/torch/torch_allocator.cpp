@@ -300,10 +300,16 @@ void torch_allocator::attachAllocatorTraceTracker(c10::CachingDeviceAllocator::A
 void torch_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                                           std::function<bool(cudaStream_t)> filter) {
   pools_.begin(device, mempool_id, std::move(filter));
+#if !FRAGLESS_TORCH_HAS_CAPTURE_MARKS
+  fragless::begin_capture();  // any pool routing may be a graph capture (Note [Torch versions])
+#endif
 }
 
 void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   pools_.end(device, mempool_id);
+#if !FRAGLESS_TORCH_HAS_CAPTURE_MARKS
+  fragless::end_capture();
+#endif
 }
 
 #if FRAGLESS_TORCH_HAS_CAPTURE_MARKS

@@ -33,10 +33,14 @@
 //    policy. fragless never rejects pre-emptively, so where they exist the count is 0 and
 //    the observer is never called; where they do not, nothing is lost.
 //  - virtual markCaptureBegin/End (HAS_CAPTURE_MARKS): how PyTorch tells the allocator a
-//    CUDA graph capture is underway (Note [Capture underway] in the core). Torch releases
-//    without them never say so: fragless then cannot hold back the calls a capture forbids,
-//    so CUDA graph capture with fragless installed needs a torch that has them (2.15 does);
-//    private pools (torch.cuda.MemPool, use_mem_pool) work on every supported release.
+//    CUDA graph capture is underway (Note [Capture underway] in the core). Releases without
+//    them only route a capture's allocations to its pool (beginAllocateToPool, called just
+//    before the capture starts; endAllocateToPool just after it ends), exactly as they do
+//    for use_mem_pool, and their own allocator treats every such routing as a possible
+//    capture. So does the adapter there: begin/endAllocateToPool bracket
+//    fragless::begin_capture/end_capture, and while any pool routing is active no forbidden
+//    call is made (memory is released only after it ends). With the marks (2.15), only a
+//    real capture does that.
 //  - TraceEntry::ANNOTATE (HAS_ANNOTATE_ENTRY): one more action name in trace_history; the
 //    adapter records no annotations, so only the name table changes.
 #pragma once
