@@ -4,7 +4,7 @@
 # FRAGLESS_TORCH_FOUND tells whether they exist; FRAGLESS_TORCH_VERSION is the version the
 # headers declare. The torch is, in order: FRAGLESS_TORCH_DIR; the torch importable by the
 # Python that runs a pip build (scikit-build-core); the project's .venv (scripts/setup.sh,
-# pinned in scripts/pins.env). Supported: torch 2.11 to 2.15 (cmake/TorchFeatures.cmake
+# pinned in scripts/pins.env); FRAGLESS_TORCH_DIR=none builds without torch. Supported: torch 2.11 to 2.15 (cmake/TorchFeatures.cmake
 # detects the API differences).
 set(FRAGLESS_TORCH_DIR "" CACHE PATH "Directory of the installed torch package (contains lib/ and include/)")
 if(NOT FRAGLESS_TORCH_DIR AND SKBUILD)
@@ -30,7 +30,9 @@ endif()
 set(FRAGLESS_TORCH_FOUND OFF)
 set(FRAGLESS_TORCH_VERSION "")
 set(_torch_version_header "${FRAGLESS_TORCH_DIR}/include/torch/headeronly/version.h")
-if(FRAGLESS_TORCH_DIR AND EXISTS "${FRAGLESS_TORCH_DIR}/lib/libc10_cuda.so" AND EXISTS "${_torch_version_header}")
+if(FRAGLESS_TORCH_DIR STREQUAL "none")
+  message(STATUS "fragless: built without torch (FRAGLESS_TORCH_DIR=none); c10 targets are skipped")
+elseif(FRAGLESS_TORCH_DIR AND EXISTS "${FRAGLESS_TORCH_DIR}/lib/libc10_cuda.so" AND EXISTS "${_torch_version_header}")
   file(STRINGS "${_torch_version_header}" _torch_version_lines REGEX "^#define TORCH_VERSION_(MAJOR|MINOR|PATCH) ")
   foreach(part MAJOR MINOR PATCH)
     string(REGEX REPLACE ".*#define TORCH_VERSION_${part} ([0-9]+).*" "\\1" _torch_${part} "${_torch_version_lines}")
