@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# The README's two commands:
-#   scripts/dev.sh main   set up, build, run the main job (the fragmentation benchmark)
-#   scripts/dev.sh test   set up, build, run the whole test suite (default build, then
-#                         the address+undefined sanitizer build, then the thread
-#                         sanitizer build)
+# The README's commands:
+#   scripts/dev.sh main   set up, build, run the main job (the fragmentation benchmark) on the
+#                         machine's GPU when it has one, else on simcuda; the first line of
+#                         output says which, and build/bench-report/device.txt records it
+#   scripts/dev.sh test   set up, build, run the whole test suite (default build, then the
+#                         torch tests against the oldest supported torch, the pip-built
+#                         package in a fresh environment, the build from NVIDIA's CUDA wheels,
+#                         then the address+undefined and the thread sanitizer builds)
 #   scripts/dev.sh gpu    set up, build, run the acceptance suite (tests/gpu) on the real GPU
 #                         when there is one, else on simcuda; `gpu --compare` runs the
 #                         training comparison instead (tests/gpu/run.py says which device)
-# Environment: FRAGLESS_SANITIZER_TESTS=0 skips the sanitizer pass of `test` (local use).
+# Environment: FRAGLESS_SANITIZER_TESTS=0 skips the sanitizer pass of `test` (local use);
+# FRAGLESS_DEVICE=gpu|simcuda overrides the GPU detection of `main`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 what=${1:-}
 shift || true
+# shellcheck source=pins.env
+source scripts/pins.env
 
 build() {
   local preset=$1
@@ -20,16 +26,48 @@ build() {
   cmake --build --preset "$preset"
 }
 
+# step NAME COMMAND...: runs one extra CI step and says how long it took.
+step() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "== $name: passed in $((SECONDS - start)) s"
+}
+
+# The torch tests (tests/torch, tests/c10, the bench's PyTorch peer) against the oldest
+# supported torch, in a small build of only the torch-dependent targets.
+test_oldest_torch() {
+  local dir=build/torch${TORCH_OLDEST_VERSION%.*} torch_dir
+  torch_dir=$(echo "$root"/.venv-torch"${TORCH_OLDEST_VERSION%.*}"/lib/python3*/site-packages/torch)
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRAGLESS_WARNINGS_AS_ERRORS=ON \
+    -DFRAGLESS_TORCH_DIR="$torch_dir" >/dev/null
+  cmake --build "$dir" -j2 --target torch_checks
+  ctest --test-dir "$dir" --output-on-failure -j2 -L 'torch|c10'
+  ctest --test-dir "$dir" --output-on-failure -R '^bench_builtin_smoke$'
+}
+
 case "$what" in
   main)
     bash scripts/setup.sh
     build default
-    exec scripts/with-simcuda build/default/bench/fragless-bench main "$@"
+    # The first line says where the benchmark runs (scripts/detect_device.sh).
+    device=$(bash scripts/detect_device.sh)
+    echo "device: $device"
+    mkdir -p build/bench-report
+    echo "$device" >build/bench-report/device.txt
+    case "$device" in
+      "real GPU"*) exec build/default/bench/fragless-bench main "$@" ;;
+      *) exec scripts/with-simcuda build/default/bench/fragless-bench main "$@" ;;
+    esac
     ;;
   test)
     bash scripts/setup.sh
     build default
     ctest --preset default "$@"
+    step "torch ${TORCH_OLDEST_VERSION} (oldest supported)" test_oldest_torch
+    step "pip-built package in a fresh environment" bash tests/install/python_package.sh build/default build/python-package
+    step "build with CUDA from NVIDIA's wheels (no toolkit)" bash tests/install/cuda_wheels.sh build/cuda-wheels
     if [ "${FRAGLESS_SANITIZER_TESTS:-1}" != 0 ]; then
       build asan
       ctest --preset asan -LE no-sanitizer "$@"

@@ -40,7 +40,9 @@ c10::CachingDeviceAllocator::DeviceStats to_c10(const device_stats& stats) {
   to.num_sync_all_streams = stats.num_sync_all_streams;
   to.num_device_alloc = stats.num_device_alloc;
   to.num_device_free = stats.num_device_free;
-  to.num_oom_rejections = 0;  // fragless has no pre-emptive OOM policy
+#if FRAGLESS_TORCH_HAS_OOM_REJECTIONS
+  to.num_oom_rejections = 0;  // fragless has no pre-emptive OOM policy (Note [Torch versions])
+#endif
   to.max_split_size = stats.max_split_size;
   // reserved_bytes_by_private_pools stays empty: fragless has no private pools (Note [Private pools]).
   return to;

@@ -378,9 +378,11 @@ void torch_allocator::attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserv
   oom_observers_.push_back(std::move(observer));
 }
 
+#if FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER
 void torch_allocator::attachOomRejectionObserver(c10_allocator::OomRejectionObserver) {
   // fragless never rejects an allocation pre-emptively, so this observer is never called.
 }
+#endif
 
 void torch_allocator::attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) {
   history_.add_tracker(std::move(tracker));
@@ -391,16 +393,25 @@ void torch_allocator::attachAllocatorTraceTracker(c10::CachingDeviceAllocator::A
 void torch_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                                           std::function<bool(cudaStream_t)> filter) {
   pools_.begin(device, mempool_id, std::move(filter));
+#if !FRAGLESS_TORCH_HAS_CAPTURE_MARKS
+  fragless::begin_capture();  // any pool routing may be a graph capture (Note [Torch versions])
+#endif
 }
 
 void torch_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   pools_.end(device, mempool_id);
+#if !FRAGLESS_TORCH_HAS_CAPTURE_MARKS
+  fragless::end_capture();
+#endif
 }
 
+#if FRAGLESS_TORCH_HAS_CAPTURE_MARKS
 // Note [Capture underway] (fragless core): no forbidden call while a capture runs.
+// Without these hooks (older torch) see Note [Torch versions].
 void torch_allocator::markCaptureBegin(c10::DeviceIndex) { fragless::begin_capture(); }
 
 void torch_allocator::markCaptureEnd(c10::DeviceIndex) { fragless::end_capture(); }
+#endif
 
 void torch_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   pools_.release(device, mempool_id);

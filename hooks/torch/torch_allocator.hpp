@@ -22,9 +22,34 @@
 // the same mapping to every storage opened from it until the last is gone. The receiving
 // process must run fragless too (torch.multiprocessing's spawned workers import the same
 // main module, so they install it the same way).
+//
+// Note [Torch versions]
+// The adapter builds against torch 2.11 to 2.15. CMake compiles a probe per API difference
+// against the torch headers it builds with (cmake/TorchFeatures.cmake) and passes 0/1 as
+// FRAGLESS_TORCH_HAS_*; the code tests those, never version numbers, so a release that
+// gains or drops a member needs no edit here. What each difference means:
+//  - DeviceStats::num_oom_rejections (HAS_OOM_REJECTIONS) and OomRejectionObserver /
+//    attachOomRejectionObserver (HAS_OOM_REJECTION_OBSERVER): PyTorch's pre-emptive OOM
+//    policy. fragless never rejects pre-emptively, so where they exist the count is 0 and
+//    the observer is never called; where they do not, nothing is lost.
+//  - virtual markCaptureBegin/End (HAS_CAPTURE_MARKS): how PyTorch tells the allocator a
+//    CUDA graph capture is underway (Note [Capture underway] in the core). Releases without
+//    them only route a capture's allocations to its pool (beginAllocateToPool, called just
+//    before the capture starts; endAllocateToPool just after it ends), exactly as they do
+//    for use_mem_pool, and their own allocator treats every such routing as a possible
+//    capture. So does the adapter there: begin/endAllocateToPool bracket
+//    fragless::begin_capture/end_capture, and while any pool routing is active no forbidden
+//    call is made (memory is released only after it ends). With the marks (2.15), only a
+//    real capture does that.
+//  - TraceEntry::ANNOTATE (HAS_ANNOTATE_ENTRY): one more action name in trace_history; the
+//    adapter records no annotations, so only the name table changes.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
+
+#if !defined(FRAGLESS_TORCH_HAS_CAPTURE_MARKS) || !defined(FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER)
+#error "build through CMake: it detects the torch API (Note [Torch versions])"
+#endif
 
 #include <memory>
 #include <mutex>
@@ -73,8 +98,10 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                            std::function<bool(cudaStream_t)> filter) override;
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
+#if FRAGLESS_TORCH_HAS_CAPTURE_MARKS
   void markCaptureBegin(c10::DeviceIndex device) override;
   void markCaptureEnd(c10::DeviceIndex device) override;
+#endif
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override;
   void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
@@ -94,7 +121,9 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   void setUserMetadata(const std::string& metadata) override;
   std::string getUserMetadata() override;
   void attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) override;
+#if FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER
   void attachOomRejectionObserver(c10_allocator::OomRejectionObserver observer) override;
+#endif
   void attachAllocatorTraceTracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) override;
   void enablePeerAccess(c10::DeviceIndex device, c10::DeviceIndex device_to_access) override;
   cudaError_t memcpyAsync(void* destination, int destination_device, const void* source, int source_device,

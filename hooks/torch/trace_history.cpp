@@ -20,7 +20,9 @@ const char* action_name(trace_entry::Action action) {
     case trace_entry::SEGMENT_UNMAP: return "segment_unmap";
     case trace_entry::SNAPSHOT: return "snapshot";
     case trace_entry::OOM: return "oom";
+#if FRAGLESS_TORCH_HAS_ANNOTATE_ENTRY  // Note [Torch versions]
     case trace_entry::ANNOTATE: return "annotate";
+#endif
   }
   return "";
 }

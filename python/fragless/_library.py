@@ -1,7 +1,12 @@
 """Finding and loading libfragless_torch.so (and libfragless.so, its dependency).
 
 The invariant: the library is loaded once per process, after torch (it needs torch's libc10
-and libc10_cuda already loaded, and must see the same c10 globals torch uses).
+and libc10_cuda already loaded, and must see the same c10 globals torch uses), and a packaged
+library is loaded only into the torch version it was built against.
+
+Where it is taken from, in order: $FRAGLESS_TORCH_LIBRARY (an override, e.g. a build tree);
+the package's own lib/ (what `pip install .` builds and ships); the dynamic loader's search
+path (`cmake --install` puts it in the library directory).
 """
 import ctypes
 import os
@@ -11,15 +16,42 @@ _TORCH_LIBRARY_NAME = "libfragless_torch.so"
 _handle = None
 
 
+def packaged_library_path():
+    """The libfragless_torch.so shipped inside the package, or None (a source checkout)."""
+    bundled = pathlib.Path(__file__).with_name("lib") / _TORCH_LIBRARY_NAME
+    return str(bundled) if bundled.exists() else None
+
+
+def built_against_torch():
+    """The torch version the packaged libraries were built against, or None."""
+    try:
+        from ._build_info import TORCH_VERSION
+    except ImportError:
+        return None
+    return TORCH_VERSION
+
+
 def library_path() -> str:
-    """Where libfragless_torch.so is taken from (see the package README for the order)."""
+    """Where libfragless_torch.so is taken from (the order is in the module docstring)."""
     override = os.environ.get("FRAGLESS_TORCH_LIBRARY")
     if override:
         return override
-    bundled = pathlib.Path(__file__).with_name("lib") / _TORCH_LIBRARY_NAME
-    if bundled.exists():
-        return str(bundled)
-    return _TORCH_LIBRARY_NAME  # the dynamic loader's search path
+    return packaged_library_path() or _TORCH_LIBRARY_NAME  # else the dynamic loader's search path
+
+
+def _check_torch_version(path: str) -> None:
+    """A packaged library must run in the torch it was built against (c10's C++ ABI)."""
+    import torch
+
+    built = built_against_torch()
+    if built is None or path != packaged_library_path():
+        return
+    running = torch.__version__.split("+")[0]
+    if running != built:
+        raise RuntimeError(
+            f"fragless: the installed package was built against torch {built}, but torch {running} "
+            "is imported; reinstall fragless in this environment (pip install --no-build-isolation "
+            "--force-reinstall <fragless source>) so that it builds against this torch.")
 
 
 def load_library() -> ctypes.CDLL:
@@ -30,12 +62,14 @@ def load_library() -> ctypes.CDLL:
     import torch  # noqa: F401  (loads libc10 / libc10_cuda into the process first)
 
     path = library_path()
+    _check_torch_version(path)
     try:
         handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError as failure:
         raise RuntimeError(
-            f"fragless: cannot load {path}: {failure}. Build it (target fragless_torch) and set "
-            "FRAGLESS_TORCH_LIBRARY, or install it where the dynamic loader finds it."
+            f"fragless: cannot load {path}: {failure}. Install the package with "
+            "`pip install --no-build-isolation .` from the fragless source (it builds the library), or "
+            "build the target fragless_torch and set FRAGLESS_TORCH_LIBRARY."
         ) from failure
     size_t_pointer = ctypes.POINTER(ctypes.c_ulong)
     handle.fragless_torch_install.argtypes = [ctypes.c_char_p, ctypes.c_ulong]

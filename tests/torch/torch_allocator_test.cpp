@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/headeronly/version.h>
 #include <cuda_runtime_api.h>
 
 #include <catch2/catch.hpp>
@@ -431,6 +432,36 @@ TEST_CASE("torch allocator: IPC handles open as a second mapping of the same mem
   second.reset();  // the mapping closes with the last holder
   adapter->raw_delete(block);
 }
+
+// Note [Torch versions]: the probes must find the whole API on the newest supported torch
+// (a probe that broke would silently drop behaviour) and none of it on 2.11.
+TEST_CASE("torch versions: the detected API matches the torch built against") {
+  constexpr int minor = TORCH_VERSION_MINOR;
+  INFO("torch " << TORCH_VERSION);
+  const bool detected[] = {FRAGLESS_TORCH_HAS_OOM_REJECTIONS != 0, FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER != 0,
+                           FRAGLESS_TORCH_HAS_CAPTURE_MARKS != 0, FRAGLESS_TORCH_HAS_ANNOTATE_ENTRY != 0};
+  for (const bool has : detected) {
+    if (minor >= 15) CHECK(has);
+    if (minor <= 11) CHECK_FALSE(has);
+  }
+}
+
+#if FRAGLESS_TORCH_HAS_CAPTURE_MARKS
+TEST_CASE("torch allocator: markCaptureBegin/End hold back releases until the capture ends") {
+  require_installed();
+  allocator::emptyCache();
+  void* block = allocator::raw_alloc(4u << 20);
+  allocator::raw_delete(block);
+  const auto cached = allocator::getDeviceStats(0).reserved_bytes[kAll].current;
+  REQUIRE(cached > 0);
+  allocator::markCaptureBegin(0);  // through c10's registry: the override must be reached
+  allocator::emptyCache();
+  CHECK(allocator::getDeviceStats(0).reserved_bytes[kAll].current == cached);
+  allocator::markCaptureEnd(0);
+  allocator::emptyCache();
+  CHECK(allocator::getDeviceStats(0).reserved_bytes[kAll].current == 0);
+}
+#endif
 
 TEST_CASE("torch allocator: memory fraction round trip") {
   require_installed();

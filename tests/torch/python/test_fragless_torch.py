@@ -25,6 +25,23 @@ def test_installed_everywhere():
     fragless.install()  # idempotent from Python
 
 
+def test_library_location():
+    """Under ctest the build tree's library (FRAGLESS_TORCH_LIBRARY); for the pip-built package
+    (tests/install/python_package.sh sets FRAGLESS_TEST_EXPECT_PACKAGED) the package's own."""
+    import os
+
+    path = fragless.library_path()
+    if os.environ.get("FRAGLESS_TEST_EXPECT_PACKAGED"):
+        assert "FRAGLESS_TORCH_LIBRARY" not in os.environ
+        package_dir = os.path.dirname(os.path.abspath(fragless.__file__))
+        assert "site-packages" in package_dir
+        assert path == os.path.join(package_dir, "lib", "libfragless_torch.so")
+        assert fragless._library.built_against_torch() == torch.__version__.split("+")[0]
+        assert fragless._library.fragless_library_path().startswith(os.path.join(package_dir, "lib"))
+    else:
+        assert path == os.environ["FRAGLESS_TORCH_LIBRARY"]
+
+
 def test_tensor_memory_comes_from_fragless():
     before = figures()["allocation.all.current"]
     tensor = torch.empty(1 << 20, device="cuda")  # 4 MiB

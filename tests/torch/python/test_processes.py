@@ -30,7 +30,9 @@ def test_install_after_first_cuda_tensor_is_refused():
 def test_pluggable_allocator_allocates_through_fragless():
     out = run("""
         import ctypes, os, torch
-        path = os.environ["FRAGLESS_LIBRARY"]
+        import fragless
+        # A build tree names it; an installed package finds its own (next to libfragless_torch).
+        path = os.environ.get("FRAGLESS_LIBRARY") or fragless._library.fragless_library_path()
         allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "fragless_malloc", "fragless_free")
         torch.cuda.memory.change_current_allocator(allocator)
         lib = ctypes.CDLL(path)

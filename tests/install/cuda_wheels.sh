@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A machine without the CUDA toolkit: installs NVIDIA's CUDA wheels (scripts/pins.env
+# CUDA_WHEELS) into a scratch directory, configures with FRAGLESS_CUDA_FROM_WHEELS=ON and the
+# system toolkit's prefixes ignored and nvcc off PATH, and builds libfragless (its CUDA
+# boundary compiles against the wheels' headers) and checks it links the wheels' libcudart.
+#   tests/install/cuda_wheels.sh WORK_DIR
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../scripts/pins.env
+source "$root/scripts/pins.env"
+mkdir -p "$1"
+work=$(cd "$1" && pwd)
+say() { printf '[cuda-wheels] %s\n' "$*"; }
+
+wheels="$work/wheels"
+if [ ! -e "$wheels/nvidia/cu13/lib/libcudart.so.13" ]; then
+  say "installing $CUDA_WHEELS into $wheels"
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$wheels" $CUDA_WHEELS
+fi
+
+# Hide the system toolkit: no nvcc on PATH, its install prefixes ignored by every find_*.
+nvcc_dirs=""
+if command -v nvcc >/dev/null 2>&1; then
+  nvcc_dirs=$(dirname "$(command -v nvcc)")
+  nvcc_dirs="$nvcc_dirs;$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")"
+fi
+path_without_nvcc=$(printf '%s' "$PATH" | tr ':' '\n' | while read -r dir; do
+  [ -x "$dir/nvcc" ] || printf '%s:' "$dir"; done)
+ignored="/usr/local/cuda;/usr/local/cuda-13.0;/usr/local/cuda-12;/opt/cuda;$nvcc_dirs"
+
+build="$work/build"
+rm -rf "$build"
+say "configuring with the toolkit hidden ($ignored)"
+PATH=${path_without_nvcc%:} cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFRAGLESS_WARNINGS_AS_ERRORS=ON -DFRAGLESS_BUILD_TESTS=OFF -DFRAGLESS_TORCH_DIR=none \
+  -DFRAGLESS_CUDA_FROM_WHEELS=ON -DFRAGLESS_CUDA_WHEEL_ROOT="$wheels/nvidia/cu13" \
+  "-DCMAKE_IGNORE_PREFIX_PATH=$ignored" | tee "$work/configure.log" | grep 'fragless: CUDA'
+grep -q "fragless: CUDA 13.0 from NVIDIA's wheels at $wheels/nvidia/cu13" "$work/configure.log"
+if grep -v '^CMAKE_IGNORE_PREFIX_PATH' "$build/CMakeCache.txt" | grep -q "/usr/local/cuda"; then
+  say "the configuration still refers to the system toolkit:"
+  grep -v '^CMAKE_IGNORE_PREFIX_PATH' "$build/CMakeCache.txt" | grep "/usr/local/cuda"
+  exit 1
+fi
+PATH=${path_without_nvcc%:} cmake --build "$build" -j2 --target fragless
+library=$(ls "$build"/allocator/libfragless.so.*.*)
+ldd "$library" | grep -q "libcudart.so.13 => $wheels/nvidia/cu13/lib/libcudart.so.13"
+say "ok: $(basename "$library") built with CUDA headers and libcudart from the wheels"
