@@ -374,3 +374,43 @@ TEST_CASE_METHOD(Fixture, "host functions and stream callbacks run when the stre
   CHECK(cudaLaunchHostFunc(first, nullptr, nullptr) == cudaErrorInvalidValue);
   cudaGetLastError();
 }
+
+// Note [Destroyed streams]: cudaStreamDestroy returns at once; the work stays pending.
+TEST_CASE_METHOD(Fixture, "a destroyed stream's pending work stays pending and is still checked") {
+  simcuda_set_auto_complete(0);
+  cudaStream_t dying = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&dying, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(simcuda_launch(dying, at(0), 4096, 1) != 0);
+  cudaEvent_t before_destroy = nullptr;
+  REQUIRE(cudaEventCreate(&before_destroy) == cudaSuccess);
+  REQUIRE(cudaEventRecord(before_destroy, dying) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(dying) == cudaSuccess);
+  CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) == 1);
+  CHECK(cudaStreamQuery(dying) == cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  CHECK(cudaEventQuery(before_destroy) == cudaErrorNotReady);
+  cudaGetLastError();
+  // Unordered work on another stream races with it...
+  REQUIRE(simcuda_launch(second, at(0), 4096, 1) != 0);
+  CHECK(simcuda_race_count() == 1);
+  simcuda_race_reset();
+  // ...work ordered after an event recorded before the destroy does not, and waits for it.
+  REQUIRE(cudaStreamSynchronize(second) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(first, before_destroy, 0) == cudaSuccess);
+  REQUIRE(simcuda_launch(first, at(0), 4096, 1) != 0);
+  CHECK(simcuda_race_count() == 0);
+  REQUIRE(cudaStreamSynchronize(first) == cudaSuccess);
+  CHECK(cudaEventQuery(before_destroy) == cudaSuccess);
+  // A new stream may receive the dead handle; it starts with nothing pending.
+  std::vector<cudaStream_t> created;
+  for (int i = 0; i < 8; ++i) {
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(simcuda_pending(stream) == 0);
+    created.push_back(stream);
+  }
+  for (cudaStream_t stream : created) REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(before_destroy) == cudaSuccess);
+  simcuda_complete_all();
+  CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) == 0);
+}
