@@ -414,3 +414,28 @@ TEST_CASE_METHOD(Fixture, "a destroyed stream's pending work stays pending and i
   simcuda_complete_all();
   CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) == 0);
 }
+
+extern "C" {
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* function);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** arguments, size_t shared_bytes,
+                               cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** arguments, size_t shared_bytes,
+                                    cudaStream_t stream);
+}
+
+// Note [Kernel launch entry points]: what nvcc's <<<>>> compiles to since CUDA 12.
+TEST_CASE_METHOD(Fixture, "the <<<>>> launch path (__cudaGetKernel, __cudaLaunchKernel) launches on the stream") {
+  static int host_stub = 0;
+  cudaKernel_t kernel = nullptr;
+  REQUIRE(__cudaGetKernel(&kernel, &host_stub) == cudaSuccess);
+  CHECK(kernel != nullptr);
+  CHECK(__cudaGetKernel(nullptr, &host_stub) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  void* no_arguments[1] = {nullptr};
+  CHECK(__cudaLaunchKernel(kernel, dim3(1), dim3(32), no_arguments, 0, first) == cudaSuccess);
+  CHECK(__cudaLaunchKernel_ptsz(kernel, dim3(1), dim3(32), no_arguments, 0, nullptr) == cudaSuccess);
+  CHECK(cudaStreamQuery(first) == cudaSuccess);
+  CHECK(simcuda_call_count("__cudaLaunchKernel") >= 1);
+  CHECK(__cudaLaunchKernel(nullptr, dim3(1), dim3(1), no_arguments, 0, first) == cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+}
