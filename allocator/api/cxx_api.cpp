@@ -38,6 +38,10 @@ void end_capture() noexcept { backend::leave_capture(); }
 pool_id create_pool(int device) { return global().create_pool(device); }
 
 void* allocate_from_pool(pool_id pool, std::size_t size_bytes, stream_t stream) {
+void retire_stream(stream_t stream) noexcept {
+  // A stream destroyed before fragless allocated anything has nothing to retire.
+  if (core::allocator* instance = core::global_allocator_if_created()) instance->retire_stream(stream);
+}
   return global().allocate_from_pool(pool, size_bytes, stream);
 }
 

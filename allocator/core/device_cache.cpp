@@ -52,7 +52,7 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       device_(device),
       live_blocks_(live_blocks),
       settings_(settings),
-      instance_id_(next_instance_id.fetch_add(1)),
+      instance_id_(new_cache_instance_id()),
       small_limit_bytes_(std::min(settings.small_limit_bytes, kSmallLimitBytes)),
       exact_start_initial_(settings.exact_start_allocations <= 0
                                ? 0
@@ -60,6 +60,8 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       exact_start_remaining_(exact_start_initial_),
       events_(device_backend, device),
       large_(device_backend, device, events_) {}
+
+std::uint64_t new_cache_instance_id() noexcept { return next_instance_id.fetch_add(1); }
 
 device_cache::~device_cache() {
   stop_background_compaction();
@@ -121,7 +123,7 @@ void device_cache::check_stream(stream_id stream) {
 // Hot path: a thread-local lookup, then a shared-locked map lookup.
 stream_shard& device_cache::shard_for(stream_id stream) {
   for (const shard_cache_entry& entry : shard_cache)
-    if (entry.instance == instance_id_ && entry.stream == stream) return *entry.shard;
+    if (entry.instance == instance_id_.load(std::memory_order_relaxed) && entry.stream == stream) return *entry.shard;
   stream_shard* found = nullptr;
   {
     std::shared_lock<std::shared_mutex> lock(shards_mutex_);
@@ -129,7 +131,7 @@ stream_shard& device_cache::shard_for(stream_id stream) {
     if (at != shards_.end()) found = at->second.get();
   }
   if (found == nullptr) found = &create_shard(stream);
-  shard_cache[shard_cache_next++ % shard_cache.size()] = {instance_id_, stream, found};
+  shard_cache[shard_cache_next++ % shard_cache.size()] = {instance_id_.load(std::memory_order_relaxed), stream, found};
   return *found;
 }
 
@@ -434,6 +436,11 @@ std::vector<void*> device_cache::record_use_events(const live_block& block) noex
   std::vector<void*> events;
   try {
     for (stream_id other : block.other_streams.streams()) {
+      if (events_.is_retired(other)) {
+        // Note [Retired streams]: no stream to record on; done, or a device synchronization.
+        if (events_.retired_work_pending(other)) events.push_back(nullptr);
+        continue;
+      }
       if (other == block.stream) continue;
       void* event = events_.acquire();
       if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {

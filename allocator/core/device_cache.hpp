@@ -50,8 +50,9 @@ namespace fragless::core {
 // If an event cannot be recorded on a remembered stream (the program destroyed it; its
 // queued work still runs), the allocator falls back to one device synchronization
 // (counted in num_sync_all_streams) and forgets every remembered stream.
-// Known limit (shared with PyTorch): streams are identified by handle value, so a new
-// stream that reuses a destroyed stream's handle inherits its small-pool shard.
+// Streams are identified by handle value; a destroyed stream's state is retired first
+// (Note [Retired streams], stream_retirement.cpp), so a new stream that receives the same
+// handle inherits nothing of it.
 // Settings.unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 // Note [Exact start]
 // A device's first kExactStartAllocations small requests skip the size-class slabs and are
@@ -110,6 +111,9 @@ struct cache_settings {
 //    f x allowed if the cache holds that much, and the allocation is retried.
 
 
+// A fresh id for a cache's entries in the threads' shard caches.
+std::uint64_t new_cache_instance_id() noexcept;
+
 class device_cache {
  public:
   device_cache(backend::backend& device_backend, int device, live_block_map& live_blocks,
@@ -129,6 +133,9 @@ class device_cache {
   void free_block(std::uintptr_t address, live_block&& block) noexcept;
   // Checks that `stream` belongs to this device. @throws invalid_argument_error
   void check_stream(stream_id stream);
+  // Note [Retired streams]: `stream` is about to be destroyed; nothing of its state may pass
+  // to a later stream that receives the same handle. Never throws, never blocks the host.
+  void retire_stream(stream_id stream) noexcept;
 
   std::size_t release_cache(std::size_t bytes_to_keep);
   // Note [Compaction]: the explicit pass (no device synchronization).
@@ -212,7 +219,9 @@ class device_cache {
   const int device_;
   live_block_map& live_blocks_;
   const cache_settings settings_;
-  const std::uint64_t instance_id_;
+  // Keys this cache's entries in the threads' shard caches; a retired stream gives the cache
+  // a new id, so no thread keeps a cached shard under the retired handle (Note [Retired streams]).
+  std::atomic<std::uint64_t> instance_id_;
   const std::size_t small_limit_bytes_;
   std::uint64_t capacity_bytes_ = 0;
 

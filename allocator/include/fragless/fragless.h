@@ -37,6 +37,9 @@ FRAGLESS_API fragless_status fragless_deallocate(void* ptr);
 /* Marks a block as used on another stream: not reused until that stream's work queued
  * before the free has completed. */
 FRAGLESS_API fragless_status fragless_record_stream(void* ptr, fragless_stream_t stream);
+/* Call before destroying `stream`: a later stream with the same handle inherits none of its
+ * cached memory (Note [Retired streams]). Always FRAGLESS_OK. */
+FRAGLESS_API fragless_status fragless_retire_stream(fragless_stream_t stream);
 
 /* PyTorch CUDAPluggableAllocator pair. fragless_malloc returns NULL on failure (see
  * fragless_last_error); fragless_free ignores size/device/stream (the block knows them). */

@@ -62,6 +62,10 @@ FRAGLESS_API void* allocate(std::size_t size_bytes, int device, stream_t stream)
 FRAGLESS_API void deallocate(void* pointer);
 // The block will also be used on `stream`. @throws invalid_pointer_error, invalid_argument_error
 FRAGLESS_API void record_stream(void* pointer, stream_t stream);
+// `stream` is about to be destroyed (call it before cudaStreamDestroy): a later stream that
+// receives the same handle inherits none of its cached memory (Note [Retired streams]).
+// The LD_PRELOAD interposer calls it for every cudaStreamDestroy / cuStreamDestroy.
+FRAGLESS_API void retire_stream(stream_t stream) noexcept;
 
 // ---- private pools ----
 // A pool is a cache of its own on one device: blocks allocated from it are never reused
