@@ -196,10 +196,12 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     for (slab* released : surplus) return_slab_locked(shard, released);
   }
   if (!placed) {
-    // Slow path: a new slab from the large pool.
+    // Slow path: a new slab from the large pool. It joins its shard before the device lock
+    // is dropped, so a snapshot (which holds that lock) never sees its range in neither the
+    // large pool nor a shard (Note [Consistent snapshots]).
+    std::lock_guard<std::mutex> device_lock(device_mutex_);
     std::uintptr_t slab_address = 0;
     {
-      std::lock_guard<std::mutex> lock(device_mutex_);
       // Slabs come and go with the size classes' load, not with the program's loop: they
       // stay out of loop plans (Note [Loop plans]).
       large_pool::unplanned_scope unplanned(large_);
@@ -218,10 +220,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
       stats_.reserved_bytes[pool_large].decrease(as_signed(bytes));
     } catch (...) {
-      if (fresh) {
-        std::lock_guard<std::mutex> lock(device_mutex_);
-        large_.release(slab_address, fresh->bytes, stream_set(stream));
-      }
+      if (fresh) large_.release(slab_address, fresh->bytes, stream_set(stream));
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
@@ -436,12 +435,12 @@ std::vector<void*> device_cache::record_use_events(const live_block& block) noex
   std::vector<void*> events;
   try {
     for (stream_id other : block.other_streams.streams()) {
+      if (other == block.stream) continue;
       if (events_.is_retired(other)) {
         // Note [Retired streams]: no stream to record on; done, or a device synchronization.
         if (events_.retired_work_pending(other)) events.push_back(nullptr);
         continue;
       }
-      if (other == block.stream) continue;
       void* event = events_.acquire();
       if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {
         events_.release(event);
