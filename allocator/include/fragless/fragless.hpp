@@ -122,8 +122,11 @@ struct compact_result {
 FRAGLESS_API compact_result compact(int device = -1);  // -1: every device initialised so far
 // Caps the device's reserved memory at fraction * total capacity (0 < fraction <= 1).
 FRAGLESS_API void set_memory_fraction(double fraction, int device);
-FRAGLESS_API void reset_peak_stats(int device);
-FRAGLESS_API void reset_accumulated_stats(int device);
+// The device of empty_cache, trim, compact and the two resets is an index, or -1 for every
+// device used so far; any other negative value throws invalid_argument_error
+// (Note [Device arguments] in api/cxx_api.cpp).
+FRAGLESS_API void reset_peak_stats(int device = -1);
+FRAGLESS_API void reset_accumulated_stats(int device = -1);
 // The device's stats, summed over its own cache and its private pools' (Note [Summed
 // stats] in stats.hpp: with pools, peaks are an upper bound).
 FRAGLESS_API device_stats get_device_stats(int device);
