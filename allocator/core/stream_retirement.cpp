@@ -31,8 +31,10 @@ namespace fragless::core {
 //    Slabs of the retired shard go back to the large pool under the stand-in when empty.
 // If the event cannot be recorded (the handle is already invalid), waits on the stand-in
 // fail and the large pool falls back to one device synchronization, as for any stream it
-// cannot record on (Note [Stream reuse]). Cost: one pass over free ranges and live blocks
-// per destroyed stream the cache knows, a few dozen bytes per retired stream.
+// cannot record on (Note [Stream reuse]). Cost, per destroyed stream and cache: a pass
+// over the cache's pending frees, the live blocks and the free ranges to find out whether
+// it knows the stream (under the device lock), a second one to rename it when it does,
+// and a few dozen bytes kept per retired stream.
 
 bool large_pool::rename_stream(stream_id from, stream_id to) {
   bool renamed = index_.rename_stream(from, to);
