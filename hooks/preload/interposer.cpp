@@ -43,7 +43,8 @@
 //    records cudaErrorMemoryAllocation (in relaxed capture mode, so that it cannot
 //    invalidate a stream capture under way);
 //  - an invalid value: the real cudaGetDevice(nullptr), which records cudaErrorInvalidValue.
-// The driver API has no last error: its calls only return the matching CUresult.
+// The driver API has no last error: its calls only return the matching CUresult, with no
+// runtime call made for them (caller::driver below).
 //
 // Note [Stream destruction]
 // cudaStreamDestroy / cuStreamDestroy(_v2) retire the stream in fragless before the real
@@ -101,7 +102,10 @@ int current_device() {
 
 // Note [Errors through the runtime]: makes the real runtime record `error` as this thread's
 // last error (for the codes the interposer returns) and returns it.
-cudaError_t record_last_error(cudaError_t error) noexcept {
+enum class caller { runtime, driver };  // which API the interposed call belongs to
+
+cudaError_t record_last_error(cudaError_t error, caller api = caller::runtime) noexcept {
+  if (api == caller::driver) return error;
   switch (error) {
     case cudaErrorMemoryAllocation:
       if (real().malloc != nullptr) {
@@ -124,7 +128,8 @@ cudaError_t record_last_error(cudaError_t error) noexcept {
 // Note [Errors through the runtime]: the real runtime's verdict on a stream fragless could
 // not use, recorded as the last error; cudaErrorInvalidValue when the runtime accepts the
 // handle (a stream of another device than the block's).
-cudaError_t stream_error(cudaStream_t stream) noexcept {
+cudaError_t stream_error(cudaStream_t stream, caller api = caller::runtime) noexcept {
+  if (api == caller::driver) return cudaErrorInvalidResourceHandle;
   int device = 0;
   const cudaError_t verdict =
       real().stream_get_device != nullptr ? real().stream_get_device(stream, &device) : cudaErrorInvalidResourceHandle;
@@ -154,22 +159,22 @@ CUresult driver_error_of(cudaError_t error) {
 }
 
 // Note [Errors through the runtime]: every failure is recorded as the last error.
-cudaError_t allocate_on(void** pointer, size_t size, cudaStream_t stream) {
-  if (pointer == nullptr) return record_last_error(cudaErrorInvalidValue);
+cudaError_t allocate_on(void** pointer, size_t size, cudaStream_t stream, caller api = caller::runtime) {
+  if (pointer == nullptr) return record_last_error(cudaErrorInvalidValue, api);
   try {
     *pointer = fragless::allocate(size, current_device(), stream);
     return cudaSuccess;
   } catch (const fragless::invalid_argument_error&) {
     *pointer = nullptr;
     return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread
-               ? record_last_error(cudaErrorInvalidValue)
-               : stream_error(stream);
+               ? record_last_error(cudaErrorInvalidValue, api)
+               : stream_error(stream, api);
   } catch (const fragless::error& failure) {
     *pointer = nullptr;
-    return record_last_error(runtime_error_of(failure));
+    return record_last_error(runtime_error_of(failure), api);
   } catch (...) {
     *pointer = nullptr;
-    return record_last_error(cudaErrorMemoryAllocation);
+    return record_last_error(cudaErrorMemoryAllocation, api);
   }
 }
 
@@ -190,7 +195,7 @@ cudaStream_t private_stream(int device) {
 }
 
 // Plain cudaMalloc / cuMemAlloc: a block usable at once on any stream.
-cudaError_t allocate_plain(void** pointer, size_t size) {
+cudaError_t allocate_plain(void** pointer, size_t size, caller api = caller::runtime) {
   const int device = current_device();
   cudaStream_t stream = private_stream(device);
   std::int64_t waits_before = 0;
@@ -198,7 +203,7 @@ cudaError_t allocate_plain(void** pointer, size_t size) {
     waits_before = fragless::get_device_counters(device).num_cross_stream_waits;
   } catch (...) {
   }
-  const cudaError_t result = allocate_on(pointer, size, stream);
+  const cudaError_t result = allocate_on(pointer, size, stream, api);
   if (result != cudaSuccess) return result;
   try {
     if (stream == nullptr || fragless::get_device_counters(device).num_cross_stream_waits != waits_before)
@@ -214,7 +219,8 @@ enum class free_outcome { not_ours, freed, failed };
 // Frees a fragless block. not_ours: fragless does not own `pointer`. failed: ours, but the
 // stream cannot be used or the record failed; nothing was freed and `*error` says why, as
 // the real runtime would (Note [Errors through the runtime]).
-free_outcome free_if_ours(void* pointer, cudaStream_t stream, bool plain_free, cudaError_t* error) noexcept {
+free_outcome free_if_ours(void* pointer, cudaStream_t stream, bool plain_free, cudaError_t* error,
+                          caller api = caller::runtime) noexcept {
   try {
     if (plain_free) {
       // Note [Plain cudaFree]: pending until the work of every stream queued before now is done.
@@ -228,10 +234,10 @@ free_outcome free_if_ours(void* pointer, cudaStream_t stream, bool plain_free, c
   } catch (const fragless::invalid_pointer_error&) {
     return free_outcome::not_ours;
   } catch (const fragless::invalid_argument_error&) {
-    *error = plain_free ? record_last_error(cudaErrorInvalidValue) : stream_error(stream);
+    *error = plain_free ? record_last_error(cudaErrorInvalidValue, api) : stream_error(stream, api);
     return free_outcome::failed;
   } catch (...) {
-    *error = record_last_error(cudaErrorMemoryAllocation);  // host memory for the record
+    *error = record_last_error(cudaErrorMemoryAllocation, api);  // host memory for the record
     return free_outcome::failed;
   }
 }
@@ -336,7 +342,7 @@ FRAGLESS_INTERPOSED CUresult cuStreamDestroy_v2(CUstream stream) {
 FRAGLESS_INTERPOSED CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
   if (passthrough()) return real().cu_mem_alloc(pointer, size);
   void* block = nullptr;
-  const CUresult result = driver_error_of(allocate_plain(&block, size));
+  const CUresult result = driver_error_of(allocate_plain(&block, size, caller::driver));
   if (pointer != nullptr) *pointer = reinterpret_cast<CUdeviceptr>(block);
   return pointer == nullptr ? CUDA_ERROR_INVALID_VALUE : result;
 }
@@ -344,7 +350,7 @@ FRAGLESS_INTERPOSED CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
 FRAGLESS_INTERPOSED CUresult cuMemFree_v2(CUdeviceptr pointer) {
   if (pointer == 0 || passthrough()) return real().cu_mem_free(pointer);
   cudaError_t error = cudaSuccess;
-  switch (free_if_ours(reinterpret_cast<void*>(pointer), nullptr, /*plain_free=*/true, &error)) {
+  switch (free_if_ours(reinterpret_cast<void*>(pointer), nullptr, /*plain_free=*/true, &error, caller::driver)) {
     case free_outcome::freed: return CUDA_SUCCESS;
     case free_outcome::failed: return driver_error_of(error);
     case free_outcome::not_ours: break;
@@ -355,7 +361,8 @@ FRAGLESS_INTERPOSED CUresult cuMemFree_v2(CUdeviceptr pointer) {
 FRAGLESS_INTERPOSED CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
   if (passthrough()) return real().cu_mem_alloc_async(pointer, size, stream);
   void* block = nullptr;
-  const CUresult result = driver_error_of(allocate_on(&block, size, reinterpret_cast<cudaStream_t>(stream)));
+  const CUresult result =
+      driver_error_of(allocate_on(&block, size, reinterpret_cast<cudaStream_t>(stream), caller::driver));
   if (pointer != nullptr) *pointer = reinterpret_cast<CUdeviceptr>(block);
   return pointer == nullptr ? CUDA_ERROR_INVALID_VALUE : result;
 }
@@ -363,7 +370,8 @@ FRAGLESS_INTERPOSED CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, 
 FRAGLESS_INTERPOSED CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   if (pointer == 0 || passthrough()) return real().cu_mem_free_async(pointer, stream);
   cudaError_t error = cudaSuccess;
-  switch (free_if_ours(reinterpret_cast<void*>(pointer), reinterpret_cast<cudaStream_t>(stream), false, &error)) {
+  switch (free_if_ours(reinterpret_cast<void*>(pointer), reinterpret_cast<cudaStream_t>(stream), false, &error,
+                       caller::driver)) {
     case free_outcome::freed: return CUDA_SUCCESS;
     case free_outcome::failed: return driver_error_of(error);
     case free_outcome::not_ours: break;
