@@ -234,7 +234,14 @@ std::vector<device_reading> page::read_devices(std::string* corrupt) const {
     device_reading reading;
     reading.device = static_cast<int>(device);
     const stats_page::device_slot& slot = *stats_page::slot(mapping_, device);
-    if (stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000)) {
+    bool read = stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000);
+    // A writer preempted mid-publish holds the slot odd for a while: wait a little before
+    // calling a slot that never settles corrupt.
+    for (int pause = 0; !read && pause < 5 && slot.sequence.load(std::memory_order_relaxed) != 0; ++pause) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      read = stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000);
+    }
+    if (read) {
       std::string problem = check_reading(reading);
       if (problem.empty()) {
         readings.push_back(reading);
