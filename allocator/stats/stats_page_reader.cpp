@@ -237,7 +237,8 @@ std::vector<device_reading> page::read_devices(std::string* corrupt) const {
     bool read = stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000);
     // A writer preempted mid-publish holds the slot odd for a while: wait a little before
     // calling a slot that never settles corrupt.
-    for (int pause = 0; !read && pause < 5 && slot.sequence.load(std::memory_order_relaxed) != 0; ++pause) {
+    for (int pause = 0; !read && corrupt != nullptr && pause < 5 && slot.sequence.load(std::memory_order_relaxed) != 0;
+         ++pause) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       read = stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000);
     }
@@ -245,12 +246,14 @@ std::vector<device_reading> page::read_devices(std::string* corrupt) const {
       std::string problem = check_reading(reading);
       if (problem.empty()) {
         readings.push_back(reading);
-      } else if (corrupt != nullptr && corrupt->empty()) {
+      } else if (corrupt != nullptr) {
         *corrupt = std::move(problem);
+        return {};  // a corrupt page shows nothing
       }
-    } else if (slot.sequence.load(std::memory_order_relaxed) != 0 && corrupt != nullptr && corrupt->empty()) {
+    } else if (slot.sequence.load(std::memory_order_relaxed) != 0 && corrupt != nullptr) {
       // A writer holds a slot odd for nanoseconds; one that stays odd is not a writer.
       *corrupt = "device " + std::to_string(device) + ": slot never settles";
+      return {};
     }
   }
   return readings;

@@ -64,8 +64,9 @@ class page {
   // The page was written in another (or an unknown) PID namespace: its pid is not ours.
   bool other_namespace() const;
 
-  // Untorn copies of every published device slot, device order. A slot failing Note
-  // [Stats page validation] is left out and described in `*corrupt` (when given).
+  // Untorn copies of every published device slot, device order. With `corrupt` given, the
+  // first slot failing Note [Stats page validation] is described there and nothing is
+  // returned; without it, failing slots are left out.
   std::vector<device_reading> read_devices(std::string* corrupt = nullptr) const;
 
   // Asks the process for a snapshot (Note [Stats page requests]) and waits up to
