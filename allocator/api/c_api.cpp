@@ -54,6 +54,11 @@ fragless_status fragless_deallocate(void* ptr) {
   return guarded([&] { fragless::deallocate(ptr); });
 }
 
+fragless_status fragless_retire_stream(fragless_stream_t stream) {
+  fragless::retire_stream(stream);
+  return FRAGLESS_OK;
+}
+
 fragless_status fragless_record_stream(void* ptr, fragless_stream_t stream) {
   return guarded([&] { fragless::record_stream(ptr, stream); });
 }

@@ -9,11 +9,22 @@ namespace {
 
 core::allocator& global() { return core::global_allocator(); }
 
-// f(device_cache&) for the device's caches (its own and its pools'); every created device
-// when device is -1.
+// Note [Device arguments]
+// The control calls that act on one device or on all -- empty_cache, trim, compact,
+// reset_peak_stats, reset_accumulated_stats, in the C++ API and the C ABI alike -- take a
+// device index or -1, meaning every device used so far (one not used yet has nothing to
+// empty or reset). Any other negative value, like an index past the last device, is an
+// invalid argument (invalid_argument_error, FRAGLESS_ERROR_INVALID_ARGUMENT) and changes
+// nothing. Calls that read or allocate (stats, snapshots, allocate) take an index only.
+//
+// f(device_cache&) for the device's caches (its own and its pools'); for every created
+// device when device is -1.
 template <typename F>
 void for_each_target(int device, F&& f) {
   if (device >= 0) return global().for_each_cache(device, f);
+  if (device != -1)
+    throw invalid_argument_error("fragless: device " + std::to_string(device) +
+                                 " is not a device (an index, or -1 for every device)");
   for (core::device_cache* created : global().created_devices()) global().for_each_cache(created->device(), f);
 }
 
@@ -27,6 +38,10 @@ void* allocate(std::size_t size_bytes, int device, stream_t stream) {
 void deallocate(void* pointer) { global().deallocate(pointer); }
 
 void record_stream(void* pointer, stream_t stream) { global().record_stream(pointer, stream); }
+void retire_stream(stream_t stream) noexcept {
+  // A stream destroyed before fragless allocated anything has nothing to retire.
+  if (core::allocator* instance = core::global_allocator_if_created()) instance->retire_stream(stream);
+}
 
 std::string export_block(void* pointer) { return global().export_block(pointer); }
 void* import_block(const std::string& handle) { return global().import_block(handle); }
@@ -85,10 +100,10 @@ compact_result compact(int device) {
 
 void set_memory_fraction(double fraction, int device) { global().set_memory_fraction(device, fraction); }
 void reset_peak_stats(int device) {
-  global().for_each_cache(device, [](core::device_cache& cache) { cache.reset_peak_stats(); });
+  for_each_target(device, [](core::device_cache& cache) { cache.reset_peak_stats(); });
 }
 void reset_accumulated_stats(int device) {
-  global().for_each_cache(device, [](core::device_cache& cache) { cache.reset_accumulated_stats(); });
+  for_each_target(device, [](core::device_cache& cache) { cache.reset_accumulated_stats(); });
 }
 device_stats get_device_stats(int device) { return global().device_stats_of(device, true); }
 device_stats get_device_counters(int device) { return global().device_stats_of(device, false); }

@@ -2,6 +2,7 @@
 // FRAGLESS_CONF, created on first use and never destroyed (see allocator.hpp). When the
 // publish_stats option is on, it also publishes every device's stats for fragless-stats
 // (Note [Publishing stats] in fragless/stats_publisher.hpp) from a background thread.
+#include <atomic>
 #include <vector>
 
 #include "api/runtime_functions.hpp"
@@ -57,6 +58,12 @@ void start_publishing(allocator& instance) {
 
 }  // namespace
 
+namespace {
+std::atomic<allocator*> created_instance{nullptr};
+}  // namespace
+
+allocator* global_allocator_if_created() noexcept { return created_instance.load(std::memory_order_acquire); }
+
 allocator& global_allocator() {
   static allocator* const instance = [] {
     std::unique_ptr<backend::backend> cuda = backend::make_capture_aware(backend::make_cuda_backend());
@@ -70,6 +77,7 @@ allocator& global_allocator() {
                                        "are served by the large pool");
     auto* created = new allocator(std::move(cuda), settings);
     if (settings.conf.publish_stats) start_publishing(*created);
+    created_instance.store(created, std::memory_order_release);
     return created;
   }();
   return *instance;

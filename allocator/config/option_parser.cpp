@@ -1,6 +1,14 @@
 // FRAGLESS_CONF parsing: "key:value,key:value" into fragless::options. Invariant: never
 // throws, never aborts; each problem gives exactly one warning naming the key and what is
 // accepted, and the option keeps its previous (default) value.
+//
+// Note [Bounded warnings]
+// A FRAGLESS_CONF with hundreds of bad entries must not flood the program's stderr: the
+// known keys are listed only in the first unknown-key warning of a parse; on stderr (no
+// callback given) a parse prints at most kMaxStderrWarnings warnings and then one line
+// saying how many more it left out; and FRAGLESS_LOG_LEVEL=error or off silences warnings
+// on stderr entirely, as it does the allocator's log. A callback still receives one warning
+// per problem.
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -79,11 +87,24 @@ bool in_range(std::uint64_t value, std::uint64_t min_value, std::uint64_t max_va
   return value >= min_value && value <= max_value;
 }
 
-// Applies one key:value; returns the warning text, empty when accepted.
-std::string apply(options& values, std::string_view key, std::string_view text) {
+constexpr std::size_t kMaxStderrWarnings = 8;  // Note [Bounded warnings]
+
+// FRAGLESS_LOG_LEVEL above warn (error, off): no warnings on stderr (Note [Bounded warnings]).
+bool stderr_warnings_silenced() noexcept {
+  const char* level = std::getenv("FRAGLESS_LOG_LEVEL");
+  if (level == nullptr) return false;
+  const std::string_view name(level);
+  return name == "error" || name == "off";
+}
+
+// Applies one key:value; returns the warning text, empty when accepted. `list_known_keys`:
+// name every known key in an unknown-key warning (the first of a parse, Note [Bounded warnings]).
+std::string apply(options& values, std::string_view key, std::string_view text, bool list_known_keys) {
   const option_info* row = find_option(key);
   if (row == nullptr) {
-    std::string message = "unknown FRAGLESS_CONF key " + quoted(key) + " ignored; known keys:";
+    std::string message = "unknown FRAGLESS_CONF key " + quoted(key) + " ignored; ";
+    if (!list_known_keys) return message + "known keys as listed in the first such warning";
+    message += "known keys:";
     // Appends, not `" " + std::string(...)`: GCC 12 at -O3 reports a false -Wrestrict for
     // operator+(const char*, std::string&&) (it inserts at the front of the temporary).
     for (const option_info& known : option_table()) message.append(" ").append(known.key);
@@ -133,6 +154,7 @@ std::string apply(options& values, std::string_view key, std::string_view text) 
 }  // namespace
 
 void warn_to_stderr_once(std::string_view message) noexcept {
+  if (stderr_warnings_silenced()) return;
   try {
     static std::mutex mutex;
     static std::set<std::string, std::less<>> seen;
@@ -146,13 +168,20 @@ void warn_to_stderr_once(std::string_view message) noexcept {
 
 options parse_options(std::string_view conf, const option_warning_callback& warn, const options& base) noexcept {
   options values = base;
+  std::size_t stderr_warnings = 0, left_out = 0;
   const auto report = [&](const std::string& message) noexcept {
     try {
       if (warn) warn(message);
-      else warn_to_stderr_once(message);
+      else if (stderr_warnings < kMaxStderrWarnings) {
+        ++stderr_warnings;
+        warn_to_stderr_once(message);
+      } else {
+        ++left_out;  // Note [Bounded warnings]
+      }
     } catch (...) {
     }
   };
+  bool listed_known_keys = false;
   try {
     std::vector<std::string> seen_keys;
     while (!conf.empty()) {
@@ -173,9 +202,14 @@ options parse_options(std::string_view conf, const option_warning_callback& warn
         if (repeated) report("FRAGLESS_CONF key " + std::string(key) + " given more than once; the last value wins");
         else seen_keys.emplace_back(key);
       }
-      const std::string message = apply(values, key, value);
+      const bool unknown = find_option(key) == nullptr;
+      const std::string message = apply(values, key, value, unknown && !listed_known_keys);
+      listed_known_keys = listed_known_keys || unknown;
       if (!message.empty()) report(message);
     }
+    if (left_out > 0)
+      warn_to_stderr_once(std::to_string(left_out) + " more FRAGLESS_CONF problem" + (left_out == 1 ? "" : "s") +
+                          " not shown");
   } catch (...) {
     report("FRAGLESS_CONF could not be parsed (out of memory); using defaults");
     return base;

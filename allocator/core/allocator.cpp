@@ -31,6 +31,14 @@ device_cache& allocator::device(int device) {
   return *found;
 }
 
+void allocator::retire_stream(stream_id stream) noexcept {
+  try {
+    for (device_cache* cache : created_devices())
+      for_each_cache(cache->device(), [&](device_cache& each) { each.retire_stream(stream); });
+  } catch (...) {
+  }
+}
+
 std::vector<device_cache*> allocator::created_devices() {
   std::vector<device_cache*> created;
   for (auto& slot : devices_)

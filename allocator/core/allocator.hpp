@@ -33,6 +33,8 @@ class allocator {
   // @throws invalid_pointer_error (and changes nothing then)
   void deallocate(void* pointer);
   void record_stream(void* pointer, stream_id stream);
+  // Note [Retired streams]: `stream` is about to be destroyed. Never throws.
+  void retire_stream(stream_id stream) noexcept;
 
   // Note [Private pools]. @throws as allocate (create_pool: invalid_argument_error, device_error)
   std::uint64_t create_pool(int device);
@@ -92,5 +94,7 @@ class allocator {
 // The process-wide allocator (real CUDA backend, settings from FRAGLESS_CONF). Created on
 // first use and deliberately never destroyed: CUDA may already be torn down at exit.
 allocator& global_allocator();
+// The global instance if something created it already, else nullptr (creates nothing).
+allocator* global_allocator_if_created() noexcept;
 
 }  // namespace fragless::core

@@ -32,7 +32,7 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       device_(device),
       live_blocks_(live_blocks),
       settings_(settings),
-      instance_id_(next_instance_id.fetch_add(1)),
+      instance_id_(new_cache_instance_id()),
       small_limit_bytes_(static_cast<std::size_t>(std::min<std::uint64_t>(settings.conf.small_max_bytes, kSmallLimitBytes))),
       exact_start_initial_(settings.exact_start_allocations <= 0
                                ? 0
@@ -40,6 +40,8 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
       exact_start_remaining_(exact_start_initial_),
       events_(device_backend, device),
       large_(device_backend, device, events_, settings_) {}
+
+std::uint64_t new_cache_instance_id() noexcept { return next_instance_id.fetch_add(1); }
 
 device_cache::~device_cache() {
   stop_background_compaction();
@@ -92,7 +94,7 @@ void device_cache::check_stream(stream_id stream) {
 // Hot path: a thread-local lookup, then a shared-locked map lookup.
 stream_shard& device_cache::shard_for(stream_id stream) {
   for (const shard_cache_entry& entry : shard_cache)
-    if (entry.instance == instance_id_ && entry.stream == stream) return *entry.shard;
+    if (entry.instance == instance_id_.load(std::memory_order_relaxed) && entry.stream == stream) return *entry.shard;
   stream_shard* found = nullptr;
   {
     std::shared_lock<std::shared_mutex> lock(shards_mutex_);
@@ -100,7 +102,7 @@ stream_shard& device_cache::shard_for(stream_id stream) {
     if (at != shards_.end()) found = at->second.get();
   }
   if (found == nullptr) found = &create_shard(stream);
-  shard_cache[shard_cache_next++ % shard_cache.size()] = {instance_id_, stream, found};
+  shard_cache[shard_cache_next++ % shard_cache.size()] = {instance_id_.load(std::memory_order_relaxed), stream, found};
   return *found;
 }
 
@@ -181,10 +183,12 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     for (slab* released : surplus) return_slab_locked(shard, released);
   }
   if (!placed) {
-    // Slow path: a new slab from the large pool.
+    // Slow path: a new slab from the large pool. It joins its shard before the device lock
+    // is dropped, so a snapshot (which holds that lock) never sees its range in neither the
+    // large pool nor a shard (Note [Consistent snapshots]).
+    std::lock_guard<std::mutex> device_lock(device_mutex_);
     std::uintptr_t slab_address = 0;
     {
-      std::lock_guard<std::mutex> lock(device_mutex_);
       // Slabs come and go with the size classes' load, not with the program's loop: they
       // stay out of loop plans (Note [Loop plans]).
       large_pool::unplanned_scope unplanned(large_);
@@ -203,10 +207,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
       stats_.reserved_bytes[pool_large].decrease(as_signed(bytes));
     } catch (...) {
-      if (fresh) {
-        std::lock_guard<std::mutex> lock(device_mutex_);
-        large_.release(slab_address, fresh->bytes, stream_set(stream));
-      }
+      if (fresh) large_.release(slab_address, fresh->bytes, stream_set(stream));
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).

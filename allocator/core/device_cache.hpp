@@ -43,6 +43,9 @@
 
 namespace fragless::core {
 
+// A fresh id for a cache's entries in the threads' shard caches.
+std::uint64_t new_cache_instance_id() noexcept;
+
 class device_cache {
  public:
   device_cache(backend::backend& device_backend, int device, live_block_map& live_blocks,
@@ -62,6 +65,9 @@ class device_cache {
   void free_block(std::uintptr_t address, live_block&& block) noexcept;
   // Checks that `stream` belongs to this device. @throws invalid_argument_error
   void check_stream(stream_id stream);
+  // Note [Retired streams]: `stream` is about to be destroyed; nothing of its state may pass
+  // to a later stream that receives the same handle. Never throws, never blocks the host.
+  void retire_stream(stream_id stream) noexcept;
 
   std::size_t release_cache(std::size_t bytes_to_keep);
   // Note [Compaction]: the explicit pass (no device synchronization).
@@ -143,7 +149,9 @@ class device_cache {
   const int device_;
   live_block_map& live_blocks_;
   const cache_settings settings_;
-  const std::uint64_t instance_id_;
+  // Keys this cache's entries in the threads' shard caches; a retired stream gives the cache
+  // a new id, so no thread keeps a cached shard under the retired handle (Note [Retired streams]).
+  std::atomic<std::uint64_t> instance_id_;
   const std::size_t small_limit_bytes_;
   std::uint64_t capacity_bytes_ = 0;
 

@@ -23,8 +23,9 @@ namespace fragless::core {
 // If an event cannot be recorded on a remembered stream (the program destroyed it; its
 // queued work still runs), the allocator falls back to one device synchronization
 // (counted in num_sync_all_streams) and forgets every remembered stream.
-// Known limit (shared with PyTorch): streams are identified by handle value, so a new
-// stream that reuses a destroyed stream's handle inherits its small-pool shard.
+// Streams are identified by handle value; a destroyed stream's state is retired first
+// (Note [Retired streams], stream_retirement.cpp), so a new stream that receives the same
+// handle inherits nothing of it.
 // cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 
 std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
@@ -32,6 +33,11 @@ std::vector<void*> device_cache::record_use_events(const live_block& block) noex
   try {
     for (stream_id other : block.other_streams.streams()) {
       if (other == block.stream) continue;
+      if (events_.is_retired(other)) {
+        // Note [Retired streams]: no stream to record on; done, or a device synchronization.
+        if (events_.retired_work_pending(other)) events.push_back(nullptr);
+        continue;
+      }
       void* event = events_.acquire();
       if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {
         events_.release(event);

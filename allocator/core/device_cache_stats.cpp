@@ -3,6 +3,8 @@
 // exactly what stats_from_snapshot() computes from snapshot() at the same moment.
 #include <algorithm>
 #include <map>
+#include <unordered_map>
+#include <vector>
 
 #include "core/device_cache.hpp"
 #include "core/size_classes.hpp"
@@ -173,11 +175,11 @@ memory_snapshot device_cache::snapshot() {
   std::lock_guard<std::mutex> lock(device_mutex_);
   // Live and pending blocks, and slabs, by address.
   std::map<std::uintptr_t, snapshot_block> large_blocks;
-  std::map<const slab*, std::vector<snapshot_block>> slab_objects;
+  std::unordered_map<std::uintptr_t, std::size_t> small_requested;  // live small objects
   live_blocks_.for_each([&](std::uintptr_t address, const live_block& block) {
     if (block.cache != this) return;  // another device, or a private pool's cache
     const snapshot_block info{address, block.size_bytes, block.requested_bytes, block_state::allocated};
-    if (block.owner != nullptr) slab_objects[block.owner].push_back(info);
+    if (block.owner != nullptr) small_requested.emplace(address, block.requested_bytes);
     else large_blocks.emplace(address, info);
   });
   for (const pending_large& pending : pending_large_)
@@ -206,29 +208,51 @@ memory_snapshot device_cache::snapshot() {
   };
   std::map<std::uintptr_t, slab_view> slabs;
   {
+    // Note [Consistent snapshots] (fragless-stats' snapshot_commands.cpp; this is the
+    // process's part): a slab's objects are read under its
+    // shard's lock, from the slab itself -- free slots, pending objects, and every other
+    // object allocated -- so a thread between a slab and the live-block map (allocating or
+    // freeing right now) cannot tear the slab's picture; the live map only gives requested
+    // sizes (an object on its way in or out shows its own size).
     std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
     for (auto& [stream, shard] : shards_) {
       std::lock_guard<spin_lock> shard_lock(shard->mutex());
+      std::map<const slab*, std::vector<std::pair<std::uint32_t, std::size_t>>> pending_slots;
       for (const pending_object& pending : shard->pending())
-        slab_objects[pending.owner].push_back(snapshot_block{
-            pending.owner->address + std::size_t{pending.slot} * class_size_bytes(pending.owner->class_index),
-            pending.size_bytes, 0, block_state::pending_free});
+        pending_slots[pending.owner].emplace_back(pending.slot, pending.size_bytes);
       shard->for_each_slab([&](const slab& one) {
         slab_view view{one.address, one.bytes, shard->stream(), {}};
-        auto found = slab_objects.find(&one);
-        if (found != slab_objects.end()) view.objects = std::move(found->second);
         const std::size_t object_bytes = class_size_bytes(one.class_index);
-        std::vector<std::uint32_t> free_slots = one.free_slots;
-        std::sort(free_slots.begin(), free_slots.end());
-        for (std::size_t i = 0; i < free_slots.size();) {
-          std::size_t j = i + 1;
-          while (j < free_slots.size() && free_slots[j] == free_slots[j - 1] + 1) ++j;  // coalesce a run
-          view.objects.push_back(snapshot_block{one.address + free_slots[i] * object_bytes, (j - i) * object_bytes, 0,
-                                                block_state::free});
-          i = j;
+        // 0: allocated, 1: free, 2: pending free
+        std::vector<std::uint8_t> state(one.capacity, 0);
+        for (std::uint32_t slot : one.free_slots)
+          if (slot < one.capacity) state[slot] = 1;
+        std::vector<std::size_t> pending_bytes(one.capacity, 0);
+        if (auto found = pending_slots.find(&one); found != pending_slots.end())
+          for (const auto& [slot, bytes] : found->second)
+            if (slot < one.capacity) state[slot] = 2, pending_bytes[slot] = bytes;
+        for (std::uint32_t slot = 0; slot < one.capacity;) {
+          const std::uintptr_t address = one.address + std::size_t{slot} * object_bytes;
+          if (state[slot] == 1) {
+            std::uint32_t end = slot + 1;
+            while (end < one.capacity && state[end] == 1) ++end;  // coalesce a free run
+            view.objects.push_back(snapshot_block{address, (end - slot) * object_bytes, 0, block_state::free});
+            slot = end;
+            continue;
+          }
+          if (state[slot] == 2) {
+            view.objects.push_back(snapshot_block{address, pending_bytes[slot], 0, block_state::pending_free});
+          } else {
+            const auto requested = small_requested.find(address);
+            view.objects.push_back(snapshot_block{
+                address, object_bytes, requested != small_requested.end() ? requested->second : object_bytes,
+                block_state::allocated});
+          }
+          ++slot;
         }
-        std::sort(view.objects.begin(), view.objects.end(),
-                  [](const snapshot_block& a, const snapshot_block& b) { return a.address < b.address; });
+        const std::size_t covered = std::size_t{one.capacity} * object_bytes;
+        if (covered < one.bytes)
+          view.objects.push_back(snapshot_block{one.address + covered, one.bytes - covered, 0, block_state::free});
         slabs.emplace(one.address, std::move(view));
       });
     }

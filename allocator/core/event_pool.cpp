@@ -37,7 +37,78 @@ void event_pool::drain() noexcept {
   for (backend::event_handle event : events) backend_.destroy_event(device_, event);
 }
 
+event_pool::~event_pool() {
+  for (auto& [stand_in, record] : retired_)
+    if (record->event != nullptr) backend_.destroy_event(device_, record->event);
+  drain();
+}
+
+event_pool::retired_stream* event_pool::find_retired_locked(backend::stream_handle stream) noexcept {
+  if (retired_.empty()) return nullptr;
+  const auto found = retired_.find(stream);
+  return found == retired_.end() ? nullptr : found->second.get();
+}
+
+bool event_pool::is_retired(backend::stream_handle stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find_retired_locked(stream) != nullptr;
+}
+
+// Holds mutex_.
+backend::status event_pool::retired_state_locked(retired_stream& record) noexcept {
+  if (!record.recorded) return backend::status::error;
+  if (record.event == nullptr) return backend::status::ok;
+  const backend::status state = backend_.query_event(device_, record.event);
+  if (state == backend::status::not_ready) return state;
+  if (state != backend::status::ok) return backend::status::error;
+  // Done: the event goes back to the pool; the stand-in needs nothing any more.
+  try {
+    idle_.push_back(record.event);
+  } catch (...) {
+    backend_.destroy_event(device_, record.event);
+  }
+  record.event = nullptr;
+  return backend::status::ok;
+}
+
+bool event_pool::retired_work_pending(backend::stream_handle stand_in) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  retired_stream* record = find_retired_locked(stand_in);
+  return record != nullptr && retired_state_locked(*record) != backend::status::ok;
+}
+
+backend::stream_handle event_pool::retire(backend::stream_handle stream) noexcept {
+  try {
+    auto record = std::make_unique<retired_stream>();
+    backend::stream_handle stand_in = record.get();  // a heap address: never a live stream's handle
+    backend::event_handle event = acquire();
+    record->recorded = event != nullptr && backend_.record_event(device_, event, stream) == backend::status::ok;
+    if (record->recorded) {
+      record->event = event;
+    } else {
+      release(event);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired_.emplace(stand_in, std::move(record));
+    return stand_in;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 backend::status event_pool::order_after(backend::stream_handle waiter, backend::stream_handle source) noexcept {
+  retired_stream* retired = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired = find_retired_locked(source);
+  }
+  if (retired != nullptr) {
+    // Note [Retired streams]: wait on the event recorded as the stream was destroyed.
+    std::lock_guard<std::mutex> lock(mutex_);
+    const backend::status state = retired_state_locked(*retired);
+    if (state != backend::status::not_ready) return state;
+    return backend_.stream_wait_event(device_, waiter, retired->event);
+  }
   backend::event_handle event = acquire();
   if (event == nullptr) return backend::status::error;
   backend::status result = backend_.record_event(device_, event, source);
@@ -49,6 +120,15 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
 }
 
 backend::status event_pool::stream_idle(backend::stream_handle stream) noexcept {
+  retired_stream* retired = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired = find_retired_locked(stream);
+  }
+  if (retired != nullptr) {  // Note [Retired streams]
+    std::lock_guard<std::mutex> lock(mutex_);
+    return retired_state_locked(*retired);
+  }
   backend::event_handle event = acquire();
   if (event == nullptr) return backend::status::error;
   backend::status result = backend_.record_event(device_, event, stream);

@@ -92,4 +92,10 @@ void free_index::forget_streams() noexcept {
   for (auto& [address, found] : by_address_) found.streams.clear();
 }
 
+bool free_index::rename_stream(stream_id from, stream_id to) {
+  bool renamed = false;
+  for (auto& [address, found] : by_address_) renamed |= found.streams.rename(from, to);
+  return renamed;
+}
+
 }  // namespace fragless::core

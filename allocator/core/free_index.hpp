@@ -54,6 +54,9 @@ class free_index {
   }
   // Clears every range's stream set (after a device synchronization).
   void forget_streams() noexcept;
+  // Replaces `from` by `to` in every range's stream set (Note [Retired streams]).
+  // Returns whether any range named `from`. May allocate host memory.
+  bool rename_stream(stream_id from, stream_id to);
 
  private:
   struct entry {

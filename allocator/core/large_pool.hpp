@@ -95,6 +95,9 @@ class large_pool {
   // at most `bytes_to_keep` of it is left. Returns the bytes released.
   std::size_t release_cached(std::size_t bytes_to_keep) noexcept;
   void forget_streams() noexcept { index_.forget_streams(); }
+  // Note [Retired streams]: `from` becomes `to` wherever free memory remembers it (free
+  // ranges, cached dedicated mappings). Returns whether any did. May allocate host memory.
+  bool rename_stream(stream_id from, stream_id to);
   // No precondition (Note [Release threshold]): releases cached free pages / whole free
   // segments no stream can still touch until at most `bytes_to_keep` cached bytes are
   // left, without a device synchronization. Returns the bytes released.

@@ -6,6 +6,7 @@
 // queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/large_pool.hpp"
+#include "core/log.hpp"
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
 
@@ -68,6 +69,7 @@ void large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_
   // A busy range is asked about once, not once per page.
   std::uintptr_t busy_start = 0;
   std::uintptr_t busy_end = 0;
+  std::size_t failed_unmaps = 0;
   for (std::size_t page : pages) {
     if (*mapped_cached <= pass.bytes_to_keep) break;
     if (pass.aged_only && !old_enough(pages_.free_since_epoch(page))) continue;
@@ -83,13 +85,25 @@ void large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_
       }
     }
     const std::int64_t start = now_ns();
-    if (backend_.unmap(device_, address, pages_.page_bytes()) != backend::status::ok) continue;
+    if (backend_.unmap(device_, address, pages_.page_bytes()) != backend::status::ok) {
+      ++failed_unmaps;  // the page stays mapped and cached; a later pass tries again
+      continue;
+    }
     counters_.unmap_ns += now_ns() - start;
     ++counters_.unmap;
     notify_segment_event(device_, segment_event_kind::unmap, address, pages_.page_bytes());
     release_handle(pages_.set_unmapped(page));
     *mapped_cached -= std::min(*mapped_cached, pages_.page_bytes());
     ++*unmapped_pages;
+  }
+  if (failed_unmaps > 0 && log_enabled(log_level::warn)) {
+    try {
+      log_message(log_level::warn, "device " + std::to_string(device_) + ": " + std::to_string(failed_unmaps) +
+                                       " page(s) could not be unmapped and stay reserved (" +
+                                       std::to_string(failed_unmaps * pages_.page_bytes()) +
+                                       " bytes; retried at the next release): " + backend_.last_error_text());
+    } catch (...) {
+    }
   }
 }
 

@@ -60,6 +60,15 @@ class live_block_map {
         if (slot.address != 0) f(slot.address, slot.block);
     }
   }
+  // Visits every block for update: f(address, live_block&). Locks shards one at a time.
+  template <typename F>
+  void for_each_mutable(F&& f) {
+    for (shard& one : shards_) {
+      std::lock_guard<spin_lock> lock(one.mutex);
+      for (entry& slot : one.slots)
+        if (slot.address != 0) f(slot.address, slot.block);
+    }
+  }
   // The start of the block whose range contains `address` (slow: walks everything).
   std::optional<std::uintptr_t> containing(std::uintptr_t address) const;
 

@@ -88,6 +88,8 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   stream_shard& operator=(const stream_shard&) = delete;
 
   stream_id stream() const noexcept { return stream_; }
+  // Note [Retired streams]. Holds the device lock (every reader of stream() does).
+  void rename_stream(stream_id to) noexcept { stream_ = to; }
   spin_lock& mutex() noexcept { return mutex_; }
 
   // ---- all below: the caller holds mutex() ----

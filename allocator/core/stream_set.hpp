@@ -46,6 +46,14 @@ class stream_set {
     overflow_.insert(std::lower_bound(overflow_.begin(), overflow_.end(), stream), stream);
     size_ = overflow_.size();
   }
+  // Replaces `from` by `to` (Note [Retired streams]); true when `from` was in the set.
+  bool rename(stream_id from, stream_id to) {
+    if (!contains(from)) return false;
+    std::vector<stream_id> all(streams().begin(), streams().end());
+    clear();
+    for (stream_id stream : all) insert(stream == from ? to : stream);
+    return true;
+  }
   void merge(const stream_set& other) {
     for (stream_id stream : other.streams()) insert(stream);
   }

@@ -113,6 +113,22 @@ std::uint64_t process_start_time(pid_t pid) {
   return std::strtoull(field.c_str(), nullptr, 10);
 }
 
+std::string namespaced_page_file_name(pid_t pid, std::uint64_t pid_namespace) {
+  return std::to_string(pid) + "-" + std::to_string(pid_namespace) + ".stats";
+}
+
+std::uint64_t own_pid_namespace() {
+  struct stat status{};
+  if (::stat("/proc/self/ns/pid", &status) != 0) return 0;
+  return static_cast<std::uint64_t>(status.st_ino);
+}
+
+owner_state page_owner_state(pid_t pid, std::uint64_t start_time, std::uint64_t pid_namespace) {
+  const std::uint64_t ours = own_pid_namespace();
+  if (ours == 0 || pid_namespace != ours) return owner_state::other_namespace;
+  return process_is_running(pid, start_time) ? owner_state::running : owner_state::gone;
+}
+
 bool process_is_running(pid_t pid, std::uint64_t start_time) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;

@@ -34,6 +34,33 @@ std::string page_file_name(pid_t pid);
 std::uint64_t process_start_time(pid_t pid);
 
 // Whether a process with this pid and start time is running (start_time 0: pid only).
+// Only meaningful for a pid of our own PID namespace.
 bool process_is_running(pid_t pid, std::uint64_t start_time);
+
+// Note [Stats pages across PID namespaces]
+// Processes in different PID namespaces can share one stats directory (a container run
+// with --ipc=host and the host's /dev/shm, or a shared XDG_RUNTIME_DIR): a pid is only
+// meaningful inside its own namespace, so "no process 1 here" says nothing about the page
+// "1.stats" a container wrote. A page records its writer's PID namespace (the inode of
+// /proc/self/ns/pid) and start time (/proc/self/stat field 22). A reader treats a page as
+// stale -- and may remove it -- only when the page is of the reader's own namespace (both
+// inodes known and equal) and that pid is gone or now has another start time. A page of
+// another namespace, or of an unknown one, is never removed and is listed as such. A
+// publisher whose "<pid>.stats" is taken by a live page of another namespace publishes as
+// "<pid>-<namespace inode>.stats" instead; readers look for both names.
+
+// The inode of /proc/self/ns/pid; 0 when unreadable.
+std::uint64_t own_pid_namespace();
+
+enum class owner_state {
+  running,          // same namespace, pid alive with the recorded start time
+  gone,             // same namespace, pid gone or reused: the page is stale
+  other_namespace,  // another (or an unknown) namespace: cannot tell, never removed
+};
+// Note [Stats pages across PID namespaces]
+owner_state page_owner_state(pid_t pid, std::uint64_t start_time, std::uint64_t pid_namespace);
+
+// "<pid>-<pid_namespace>.stats": the name used when "<pid>.stats" belongs to another namespace.
+std::string namespaced_page_file_name(pid_t pid, std::uint64_t pid_namespace);
 
 }  // namespace fragless::stats_directory

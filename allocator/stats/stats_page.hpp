@@ -31,7 +31,7 @@ namespace fragless::stats_page {
 // stores response_status (0 or an errno) and response_sequence = request_sequence.
 
 inline constexpr char magic[8] = {'F', 'R', 'A', 'G', 'S', 'T', 'A', 'T'};
-inline constexpr std::uint32_t version = 1;
+inline constexpr std::uint32_t version = 2;  // 2: pid_namespace (Note [Stats pages across PID namespaces])
 inline constexpr std::uint32_t device_capacity = 64;
 inline constexpr std::size_t value_count = sizeof(device_stats) / sizeof(std::int64_t);
 static_assert(sizeof(device_stats) == value_count * sizeof(std::int64_t), "device_stats must be int64 values only");
@@ -54,6 +54,7 @@ struct header {
   std::uint32_t slot_bytes;            // sizeof(device_slot)
   std::int64_t pid;
   std::uint64_t start_time_ticks;      // /proc/<pid>/stat field 22: tells PID reuse apart
+  std::uint64_t pid_namespace;         // inode of /proc/self/ns/pid; 0: unknown
   char command[command_bytes];         // NUL-terminated
   std::atomic<std::uint64_t> request_sequence;   // Note [Stats page requests]
   std::atomic<std::uint64_t> response_sequence;

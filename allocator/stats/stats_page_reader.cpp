@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <thread>
+#include <ctime>
 #include <unistd.h>
 
 #include "stats_directory.hpp"
@@ -41,7 +42,16 @@ std::unique_ptr<page> page::open(pid_t pid, open_status& status, std::string& er
     if (status == open_status::missing) error = "no fragless process publishes stats (" + stats_directory::path() + " does not exist)";
     return nullptr;
   }
-  auto opened = open_file(directory_fd, stats_directory::page_file_name(pid), status, error);
+  // Note [Stats pages across PID namespaces]: our namespace's own name for the pid first.
+  std::unique_ptr<page> opened;
+  if (const std::uint64_t own_namespace = stats_directory::own_pid_namespace(); own_namespace != 0) {
+    opened = open_file(directory_fd, stats_directory::namespaced_page_file_name(pid, own_namespace), status, error);
+    if (status != open_status::missing) {
+      ::close(directory_fd);
+      return opened;
+    }
+  }
+  opened = open_file(directory_fd, stats_directory::page_file_name(pid), status, error);
   ::close(directory_fd);
   return opened;
 }
@@ -85,6 +95,14 @@ std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name,
   if (header_copy.total_bytes != stats_page::total_bytes || size < stats_page::total_bytes)
     return reject("truncated stats page (" + std::to_string(size) + " of " + std::to_string(stats_page::total_bytes) +
                   " bytes)");
+  // Note [Stats page validation]: the header's own fields.
+  if (header_copy.pid <= 0 || header_copy.pid > 4194304)
+    return reject("corrupt stats page (pid " + std::to_string(header_copy.pid) + ")");
+  if (name != stats_directory::page_file_name(static_cast<pid_t>(header_copy.pid)) &&
+      name != stats_directory::namespaced_page_file_name(static_cast<pid_t>(header_copy.pid), header_copy.pid_namespace))
+    return reject("corrupt stats page (it names pid " + std::to_string(header_copy.pid) + ")");
+  if (std::memchr(header_copy.command, '\0', sizeof header_copy.command) == nullptr)
+    return reject("corrupt stats page (command not terminated)");
   void* mapping =
       ::mmap(nullptr, stats_page::total_bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -99,9 +117,17 @@ std::unique_ptr<page> page::open_file(int directory_fd, const std::string& name,
   opened->writable_ = writable;
   opened->pid_ = static_cast<pid_t>(header_copy.pid);
   opened->start_time_ = header_copy.start_time_ticks;
-  header_copy.command[sizeof header_copy.command - 1] = '\0';
-  opened->command_ = header_copy.command;
+  opened->pid_namespace_ = header_copy.pid_namespace;
+  opened->command_ = printable_text(header_copy.command);
+  opened->file_name_ = name;
   opened->directory_fd_ = ::fcntl(directory_fd, F_DUPFD_CLOEXEC, 0);
+  std::string corrupt;
+  opened->read_devices(&corrupt);
+  if (!corrupt.empty()) {
+    status = open_status::bad_format;
+    error = name + ": corrupt stats page (" + corrupt + ")";
+    return nullptr;
+  }
   status = open_status::ok;
   if (!opened->process_running()) {
     status = open_status::stale;
@@ -115,15 +141,120 @@ page::~page() {
   if (directory_fd_ >= 0) ::close(directory_fd_);
 }
 
-bool page::process_running() const { return stats_directory::process_is_running(pid_, start_time_); }
+bool page::process_running() const {
+  return stats_directory::page_owner_state(pid_, start_time_, pid_namespace_) != stats_directory::owner_state::gone;
+}
 
-std::vector<device_reading> page::read_devices() const {
+bool page::other_namespace() const {
+  return stats_directory::page_owner_state(pid_, start_time_, pid_namespace_) ==
+         stats_directory::owner_state::other_namespace;
+}
+
+std::string printable_text(std::string_view text) {
+  std::string out;
+  const auto escape = [&out](unsigned char byte) {
+    static constexpr char hex[] = "0123456789abcdef";
+    out += "\\x";
+    out += hex[byte >> 4];
+    out += hex[byte & 15];
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
+    if (byte < 0x20 || byte == 0x7f) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    if (byte < 0x80) {
+      out += static_cast<char>(byte);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length, the smallest code point it may encode (no overlongs).
+    std::size_t length = 0;
+    std::uint32_t code = 0, minimum = 0;
+    if ((byte & 0xe0) == 0xc0) length = 2, code = byte & 0x1fu, minimum = 0x80;
+    else if ((byte & 0xf0) == 0xe0) length = 3, code = byte & 0x0fu, minimum = 0x800;
+    else if ((byte & 0xf8) == 0xf0) length = 4, code = byte & 0x07u, minimum = 0x10000;
+    bool valid = length != 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      valid = (next & 0xc0) == 0x80;
+      code = (code << 6) | (next & 0x3fu);
+    }
+    valid = valid && code >= minimum && code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff) &&
+            !(code >= 0x80 && code <= 0x9f);  // C1 controls (CSI is U+009B)
+    if (!valid) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
+std::string check_reading(const device_reading& reading) {
+  constexpr std::int64_t year_2000_ns = 946684800LL * 1000000000LL;
+  constexpr std::int64_t one_day_ns = 86400LL * 1000000000LL;
+  constexpr std::int64_t value_limit = std::int64_t{1} << 60;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const std::int64_t now_ns = static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  const std::string where = "device " + std::to_string(reading.device);
+  if (reading.published_ns < year_2000_ns || reading.published_ns > now_ns + one_day_ns)
+    return where + ": publish time " + std::to_string(reading.published_ns) + " ns out of range";
+  std::int64_t raw[stats_page::value_count];
+  std::memcpy(raw, &reading.stats, sizeof raw);
+  for (std::size_t i = 0; i < stats_page::value_count; ++i) {
+    if (raw[i] >= -1 && raw[i] < value_limit) continue;
+    std::string key = "value " + std::to_string(i);
+    for (const stat_value& v : flatten(reading.stats)) {
+      // Name the field by its (unusual) value: good enough for a message.
+      if (v.is_integer && v.integer == raw[i]) {
+        key = v.key;
+        break;
+      }
+    }
+    return where + ": " + key + " = " + std::to_string(raw[i]) + " out of range";
+  }
+  return {};
+}
+
+std::vector<device_reading> page::read_devices(std::string* corrupt) const {
   std::vector<device_reading> readings;
   for (std::uint32_t device = 0; device < stats_page::device_capacity; ++device) {
     device_reading reading;
     reading.device = static_cast<int>(device);
-    if (stats_page::read_slot(*stats_page::slot(mapping_, device), reading.stats, reading.published_ns))
-      readings.push_back(reading);
+    const stats_page::device_slot& slot = *stats_page::slot(mapping_, device);
+    bool read = stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000);
+    // A writer preempted mid-publish holds the slot odd for a while: wait a little before
+    // calling a slot that never settles corrupt.
+    for (int pause = 0; !read && corrupt != nullptr && pause < 5 && slot.sequence.load(std::memory_order_relaxed) != 0;
+         ++pause) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      read = stats_page::read_slot(slot, reading.stats, reading.published_ns, 10000);
+    }
+    if (read) {
+      std::string problem = check_reading(reading);
+      if (problem.empty()) {
+        readings.push_back(reading);
+      } else if (corrupt != nullptr) {
+        *corrupt = std::move(problem);
+        return {};  // a corrupt page shows nothing
+      }
+    } else if (slot.sequence.load(std::memory_order_relaxed) != 0 && corrupt != nullptr) {
+      // A writer holds a slot odd for nanoseconds; one that stays odd is not a writer.
+      *corrupt = "device " + std::to_string(device) + ": slot never settles";
+      return {};
+    }
   }
   return readings;
 }
@@ -184,6 +315,7 @@ std::vector<listing_entry> list_pages(bool remove_stale, std::string& error) {
     listing_entry entry;
     entry.file_name = name;
     entry.opened = page::open_file(directory_fd, name, entry.status, entry.error);
+    // Only a provably gone owner makes a page stale (Note [Stats pages across PID namespaces]).
     if (entry.status == open_status::stale && remove_stale) {
       ::unlinkat(directory_fd, name.c_str(), 0);
       continue;

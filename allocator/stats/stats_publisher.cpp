@@ -103,7 +103,24 @@ std::string own_command() {
   return "?";
 }
 
-// A stale page of ours: a regular file we own whose recorded process is gone.
+// Whether `name` is a stats page (a regular file of ours with the magic) written in another
+// PID namespace than ours (Note [Stats pages across PID namespaces]).
+bool is_other_namespace_page(int directory_fd, const std::string& name, std::uint64_t own_namespace) {
+  std::string error;
+  const int fd = stats_directory::open_file(directory_fd, name, false, error);
+  if (fd < 0) return false;
+  stats_page::header header{};
+  const ssize_t n = ::pread(fd, &header, sizeof header, 0);
+  ::close(fd);
+  return n == static_cast<ssize_t>(sizeof header) &&
+         std::memcmp(header.magic, stats_page::magic, sizeof header.magic) == 0 &&
+         header.pid_namespace != own_namespace;
+}
+
+// A stale page of ours: a regular file we own whose recorded process is provably gone
+// (Note [Stats pages across PID namespaces]): of our namespace, and that pid is gone or is
+// another process than the one that wrote it (we hold the pid now, so a same-namespace page
+// with another start time is an earlier holder's).
 bool is_stale_page(int directory_fd, const std::string& name) {
   std::string error;
   const int fd = stats_directory::open_file(directory_fd, name, false, error);
@@ -113,6 +130,8 @@ bool is_stale_page(int directory_fd, const std::string& name) {
   ::close(fd);
   if (n != static_cast<ssize_t>(sizeof header)) return false;
   if (std::memcmp(header.magic, stats_page::magic, sizeof header.magic) != 0) return false;
+  const std::uint64_t own_namespace = stats_directory::own_pid_namespace();
+  if (own_namespace == 0 || header.pid_namespace != own_namespace) return false;
   return !stats_directory::process_is_running(static_cast<pid_t>(header.pid), header.start_time_ticks) ||
          header.start_time_ticks != stats_directory::process_start_time(::getpid());
 }
@@ -152,10 +171,22 @@ std::unique_ptr<stats_publisher> stats_publisher::create(const warning_callback&
     }
     s->file_name = stats_directory::page_file_name(::getpid());
     s->file_path = stats_directory::path() + "/" + s->file_name;
+    const std::uint64_t own_namespace = stats_directory::own_pid_namespace();
     int fd = stats_directory::create_file(s->directory_fd, s->file_name, error);
     if (fd < 0 && is_stale_page(s->directory_fd, s->file_name)) {
       ::unlinkat(s->directory_fd, s->file_name.c_str(), 0);
       fd = stats_directory::create_file(s->directory_fd, s->file_name, error);
+    }
+    if (fd < 0 && own_namespace != 0 && is_other_namespace_page(s->directory_fd, s->file_name, own_namespace)) {
+      // "<pid>.stats" belongs to a live process of another PID namespace: publish under our
+      // namespace's name for the pid (Note [Stats pages across PID namespaces]).
+      s->file_name = stats_directory::namespaced_page_file_name(::getpid(), own_namespace);
+      s->file_path = stats_directory::path() + "/" + s->file_name;
+      fd = stats_directory::create_file(s->directory_fd, s->file_name, error);
+      if (fd < 0 && is_stale_page(s->directory_fd, s->file_name)) {
+        ::unlinkat(s->directory_fd, s->file_name.c_str(), 0);
+        fd = stats_directory::create_file(s->directory_fd, s->file_name, error);
+      }
     }
     if (fd < 0) {
       report(error);
@@ -183,6 +214,7 @@ std::unique_ptr<stats_publisher> stats_publisher::create(const warning_callback&
     header.slot_bytes = sizeof(stats_page::device_slot);
     header.pid = ::getpid();
     header.start_time_ticks = stats_directory::process_start_time(::getpid());
+    header.pid_namespace = own_namespace;
     const std::string command = own_command();
     std::memcpy(header.command, command.data(), std::min(command.size(), sizeof header.command - 1));
     // The magic goes last: a reader seeing it sees a complete header.

@@ -1,9 +1,11 @@
 // bench_options: argument parsing and the usage text (see header).
 #include "bench_options.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "fragless/options.hpp"
+#include "replay/replay_allocator.hpp"
 
 namespace fragless::bench {
 
@@ -27,6 +29,28 @@ std::uint64_t parse_count(const std::string& option, const std::string& text, st
   const std::uint64_t value = std::stoull(text);
   if (value > max) throw std::invalid_argument(option + " value " + text + " is too large");
   return value;
+}
+
+// --allocators names only allocators the benchmark knows (a typo must not run and report
+// a row of its own).
+void check_allocator_names(const std::vector<std::string>& names) {
+  const std::vector<std::string> known = default_peer_names();
+  for (const std::string& name : names) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string list;
+    for (const std::string& one : known) list += (list.empty() ? "" : ", ") + one;
+    throw std::invalid_argument("--allocators: unknown allocator '" + name + "' (known: " + list + ")");
+  }
+}
+
+// --conf NAME=SPEC: SPEC must parse without a warning, or the replay would silently run
+// with defaults where the user asked for something else.
+void check_configuration(const std::string& name, const std::string& spec) {
+  std::string first_warning;
+  fragless::parse_options(spec, [&](std::string_view message) {
+    if (first_warning.empty()) first_warning = std::string(message);
+  });
+  if (!first_warning.empty()) throw std::invalid_argument("--conf " + name + "=" + spec + ": " + first_warning);
 }
 
 }  // namespace
@@ -108,6 +132,8 @@ bench_options parse_bench_options(int argc, char** argv) {
   bench_options options;
   if (argc < 2) throw std::invalid_argument("missing command");
   options.command = argv[1];
+  if (options.command == "--help" || options.command == "-h" || options.command == "help")
+    throw std::invalid_argument("help");
   static const std::vector<std::string> commands = {"main", "replay", "builtin", "convert", "replay-one", "micro",
                                                     "generate", "corpus", "calibrate"};
   bool known = false;
@@ -128,6 +154,7 @@ bench_options parse_bench_options(int argc, char** argv) {
       const std::string spec = value();
       const std::size_t equals = spec.find('=');
       if (equals == std::string::npos || equals == 0) throw std::invalid_argument("--conf needs NAME=SPEC");
+      check_configuration(spec.substr(0, equals), spec.substr(equals + 1));
       options.named_configurations.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
     }
     else if (argument == "--repetitions") options.repetitions = static_cast<int>(parse_count(argument, value(), 1000));
@@ -165,6 +192,7 @@ bench_options parse_bench_options(int argc, char** argv) {
   }
   if (options.repetitions < 1) throw std::invalid_argument("--repetitions must be at least 1");
   if (options.jobs < 1) throw std::invalid_argument("--jobs must be at least 1");
+  check_allocator_names(options.allocators);
   if (options.smoke) {
     options.repetitions = 1;
     if (options.max_events == 0) options.max_events = 20000;

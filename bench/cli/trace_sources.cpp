@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 traces::trace load_source(const std::string& source) {
   if (source.rfind("file:", 0) == 0) {
     const std::string path = source.substr(5);
+    std::error_code error;
+    if (fs::is_directory(path, error))
+      throw traces::trace_error(path + ": is a directory, not a trace file (--traces DIR replays a directory)");
     return traces::load_trace_file(path, path);
   }
   if (source.rfind("builtin:", 0) == 0) return generate_workload(parse_workload_spec(source.substr(8)));

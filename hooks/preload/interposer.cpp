@@ -29,6 +29,29 @@
 // every interposed call goes straight to the real function (which reports the real error),
 // so the child never touches a lock another parent thread may have held at fork time.
 //
+// Note [Errors through the runtime]
+// The interposer returns the code the real runtime would, and leaves cudaGetLastError() as
+// the real runtime would: a failed call records its error as the thread's last error. That
+// state is private to libcudart (there is no public setter), and fragless's backend clears
+// the errors of its own calls, so the interposer records an error by making one harmless
+// real call, last, that fails the same way:
+//  - a stream fragless cannot use (destroyed, or never created): the real
+//    cudaStreamGetDevice(stream), the runtime's own check of that handle, which gives the
+//    code (cudaErrorInvalidResourceHandle for a dead handle) and records it. Nothing is
+//    freed: the block stays the caller's, as with the real cudaFreeAsync;
+//  - out of memory: the real cudaMalloc of SIZE_MAX bytes, which can never succeed and
+//    records cudaErrorMemoryAllocation (in relaxed capture mode, so that it cannot
+//    invalidate a stream capture under way);
+//  - an invalid value: the real cudaGetDevice(nullptr), which records cudaErrorInvalidValue.
+// The driver API has no last error: its calls only return the matching CUresult, with no
+// runtime call made for them (caller::driver below).
+//
+// Note [Stream destruction]
+// cudaStreamDestroy / cuStreamDestroy(_v2) retire the stream in fragless before the real
+// destroy (fragless::retire_stream, Note [Retired streams] in the allocator): a later stream
+// that receives the same handle value must not inherit memory the dying stream's queued
+// work may still touch. The real destroy returns at once and that work still runs.
+//
 // Note [Passthrough]
 // FRAGLESS_PASSTHROUGH=1 forwards everything to the real runtime (compute-sanitizer,
 // debugging): the interposer is then a no-op.
@@ -77,6 +100,42 @@ int current_device() {
   return device;
 }
 
+// Note [Errors through the runtime]: makes the real runtime record `error` as this thread's
+// last error (for the codes the interposer returns) and returns it.
+enum class caller { runtime, driver };  // which API the interposed call belongs to
+
+cudaError_t record_last_error(cudaError_t error, caller api = caller::runtime) noexcept {
+  if (api == caller::driver) return error;
+  switch (error) {
+    case cudaErrorMemoryAllocation:
+      if (real().malloc != nullptr) {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        const bool exchanged = real().thread_exchange_stream_capture_mode != nullptr &&
+                               real().thread_exchange_stream_capture_mode(&mode) == cudaSuccess;
+        void* never = nullptr;
+        if (real().malloc(&never, SIZE_MAX) == cudaSuccess && never != nullptr) real().free(never);
+        if (exchanged) real().thread_exchange_stream_capture_mode(&mode);
+      }
+      break;
+    case cudaErrorInvalidValue:
+      if (real().get_device != nullptr) real().get_device(nullptr);
+      break;
+    default: break;
+  }
+  return error;
+}
+
+// Note [Errors through the runtime]: the real runtime's verdict on a stream fragless could
+// not use, recorded as the last error; cudaErrorInvalidValue when the runtime accepts the
+// handle (a stream of another device than the block's).
+cudaError_t stream_error(cudaStream_t stream, caller api = caller::runtime) noexcept {
+  if (api == caller::driver) return cudaErrorInvalidResourceHandle;
+  int device = 0;
+  const cudaError_t verdict =
+      real().stream_get_device != nullptr ? real().stream_get_device(stream, &device) : cudaErrorInvalidResourceHandle;
+  return verdict != cudaSuccess ? verdict : record_last_error(cudaErrorInvalidValue);
+}
+
 // Maps a fragless exception to the runtime's error codes.
 cudaError_t runtime_error_of(const fragless::error& failure) {
   switch (failure.code()) {
@@ -92,21 +151,30 @@ CUresult driver_error_of(cudaError_t error) {
     case cudaSuccess: return CUDA_SUCCESS;
     case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
     case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
+    case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
+    case cudaErrorContextIsDestroyed: return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
     default: return CUDA_ERROR_UNKNOWN;
   }
 }
 
-cudaError_t allocate_on(void** pointer, size_t size, cudaStream_t stream) {
-  if (pointer == nullptr) return cudaErrorInvalidValue;
+// Note [Errors through the runtime]: every failure is recorded as the last error.
+cudaError_t allocate_on(void** pointer, size_t size, cudaStream_t stream, caller api = caller::runtime) {
+  if (pointer == nullptr) return record_last_error(cudaErrorInvalidValue, api);
   try {
     *pointer = fragless::allocate(size, current_device(), stream);
     return cudaSuccess;
+  } catch (const fragless::invalid_argument_error&) {
+    *pointer = nullptr;
+    return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread
+               ? record_last_error(cudaErrorInvalidValue, api)
+               : stream_error(stream, api);
   } catch (const fragless::error& failure) {
     *pointer = nullptr;
-    return runtime_error_of(failure);
+    return record_last_error(runtime_error_of(failure), api);
   } catch (...) {
     *pointer = nullptr;
-    return cudaErrorMemoryAllocation;
+    return record_last_error(cudaErrorMemoryAllocation, api);
   }
 }
 
@@ -127,7 +195,7 @@ cudaStream_t private_stream(int device) {
 }
 
 // Plain cudaMalloc / cuMemAlloc: a block usable at once on any stream.
-cudaError_t allocate_plain(void** pointer, size_t size) {
+cudaError_t allocate_plain(void** pointer, size_t size, caller api = caller::runtime) {
   const int device = current_device();
   cudaStream_t stream = private_stream(device);
   std::int64_t waits_before = 0;
@@ -135,7 +203,7 @@ cudaError_t allocate_plain(void** pointer, size_t size) {
     waits_before = fragless::get_device_counters(device).num_cross_stream_waits;
   } catch (...) {
   }
-  const cudaError_t result = allocate_on(pointer, size, stream);
+  const cudaError_t result = allocate_on(pointer, size, stream, api);
   if (result != cudaSuccess) return result;
   try {
     if (stream == nullptr || fragless::get_device_counters(device).num_cross_stream_waits != waits_before)
@@ -146,22 +214,31 @@ cudaError_t allocate_plain(void** pointer, size_t size) {
   return cudaSuccess;
 }
 
-// Frees a fragless block; returns false when fragless does not own `pointer`.
-bool free_if_ours(void* pointer, cudaStream_t stream_for_plain_free, bool plain_free) noexcept {
+enum class free_outcome { not_ours, freed, failed };
+
+// Frees a fragless block. not_ours: fragless does not own `pointer`. failed: ours, but the
+// stream cannot be used or the record failed; nothing was freed and `*error` says why, as
+// the real runtime would (Note [Errors through the runtime]).
+free_outcome free_if_ours(void* pointer, cudaStream_t stream, bool plain_free, cudaError_t* error,
+                          caller api = caller::runtime) noexcept {
   try {
     if (plain_free) {
       // Note [Plain cudaFree]: pending until the work of every stream queued before now is done.
       fragless::record_stream(pointer, cudaStreamLegacy);
-      for (void* stream : non_blocking_streams().non_blocking_streams()) fragless::record_stream(pointer, stream);
-    } else if (stream_for_plain_free != nullptr) {
-      fragless::record_stream(pointer, stream_for_plain_free);
+      for (void* other : non_blocking_streams().non_blocking_streams()) fragless::record_stream(pointer, other);
+    } else if (stream != nullptr) {
+      fragless::record_stream(pointer, stream);
     }
     fragless::deallocate(pointer);
-    return true;
+    return free_outcome::freed;
   } catch (const fragless::invalid_pointer_error&) {
-    return false;
+    return free_outcome::not_ours;
+  } catch (const fragless::invalid_argument_error&) {
+    *error = plain_free ? record_last_error(cudaErrorInvalidValue, api) : stream_error(stream, api);
+    return free_outcome::failed;
   } catch (...) {
-    return true;  // ours, but the record failed: deallocate never ran; nothing more we can do safely
+    *error = record_last_error(cudaErrorMemoryAllocation, api);  // host memory for the record
+    return free_outcome::failed;
   }
 }
 
@@ -180,7 +257,12 @@ FRAGLESS_INTERPOSED cudaError_t cudaMalloc(void** pointer, size_t size) {
 FRAGLESS_INTERPOSED cudaError_t cudaFree(void* pointer) {
   // cudaFree(nullptr) / cudaFree(0) initialises the runtime: forward it.
   if (pointer == nullptr || passthrough()) return real().free(pointer);
-  if (free_if_ours(pointer, nullptr, /*plain_free=*/true)) return cudaSuccess;
+  cudaError_t error = cudaSuccess;
+  switch (free_if_ours(pointer, nullptr, /*plain_free=*/true, &error)) {
+    case free_outcome::freed: return cudaSuccess;
+    case free_outcome::failed: return error;
+    case free_outcome::not_ours: break;
+  }
   return real().free(pointer);
 }
 
@@ -193,7 +275,12 @@ FRAGLESS_INTERPOSED cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream
   if (pointer == nullptr || passthrough()) return real().free_async(pointer, stream);
   // A stream-ordered free on `stream`: the block is also used there (it may differ from the
   // allocation stream), then freed.
-  if (free_if_ours(pointer, stream, /*plain_free=*/false)) return cudaSuccess;
+  cudaError_t error = cudaSuccess;
+  switch (free_if_ours(pointer, stream, /*plain_free=*/false, &error)) {
+    case free_outcome::freed: return cudaSuccess;
+    case free_outcome::failed: return error;
+    case free_outcome::not_ours: break;
+  }
   return real().free_async(pointer, stream);
 }
 
@@ -231,39 +318,64 @@ FRAGLESS_INTERPOSED cudaError_t cudaStreamCreateWithPriority(cudaStream_t* strea
   return result;
 }
 
+// Note [Stream destruction]
 FRAGLESS_INTERPOSED cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (!passthrough()) non_blocking_streams().remove(stream);
+  if (!passthrough()) {
+    non_blocking_streams().remove(stream);
+    fragless::retire_stream(stream);
+  }
   return real().stream_destroy(stream);
 }
 
 // ---- driver API ----------------------------------------------------------------------------
 
+// Note [Stream destruction]
+FRAGLESS_INTERPOSED CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (real().cu_stream_destroy == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (!passthrough()) {
+    non_blocking_streams().remove(stream);
+    fragless::retire_stream(stream);
+  }
+  return real().cu_stream_destroy(stream);
+}
+
 FRAGLESS_INTERPOSED CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
   if (passthrough()) return real().cu_mem_alloc(pointer, size);
   void* block = nullptr;
-  const CUresult result = driver_error_of(allocate_plain(&block, size));
+  const CUresult result = driver_error_of(allocate_plain(&block, size, caller::driver));
   if (pointer != nullptr) *pointer = reinterpret_cast<CUdeviceptr>(block);
   return pointer == nullptr ? CUDA_ERROR_INVALID_VALUE : result;
 }
 
 FRAGLESS_INTERPOSED CUresult cuMemFree_v2(CUdeviceptr pointer) {
   if (pointer == 0 || passthrough()) return real().cu_mem_free(pointer);
-  if (free_if_ours(reinterpret_cast<void*>(pointer), nullptr, /*plain_free=*/true)) return CUDA_SUCCESS;
+  cudaError_t error = cudaSuccess;
+  switch (free_if_ours(reinterpret_cast<void*>(pointer), nullptr, /*plain_free=*/true, &error, caller::driver)) {
+    case free_outcome::freed: return CUDA_SUCCESS;
+    case free_outcome::failed: return driver_error_of(error);
+    case free_outcome::not_ours: break;
+  }
   return real().cu_mem_free(pointer);
 }
 
 FRAGLESS_INTERPOSED CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
   if (passthrough()) return real().cu_mem_alloc_async(pointer, size, stream);
   void* block = nullptr;
-  const CUresult result = driver_error_of(allocate_on(&block, size, reinterpret_cast<cudaStream_t>(stream)));
+  const CUresult result =
+      driver_error_of(allocate_on(&block, size, reinterpret_cast<cudaStream_t>(stream), caller::driver));
   if (pointer != nullptr) *pointer = reinterpret_cast<CUdeviceptr>(block);
   return pointer == nullptr ? CUDA_ERROR_INVALID_VALUE : result;
 }
 
 FRAGLESS_INTERPOSED CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   if (pointer == 0 || passthrough()) return real().cu_mem_free_async(pointer, stream);
-  if (free_if_ours(reinterpret_cast<void*>(pointer), reinterpret_cast<cudaStream_t>(stream), false))
-    return CUDA_SUCCESS;
+  cudaError_t error = cudaSuccess;
+  switch (free_if_ours(reinterpret_cast<void*>(pointer), reinterpret_cast<cudaStream_t>(stream), false, &error,
+                       caller::driver)) {
+    case free_outcome::freed: return CUDA_SUCCESS;
+    case free_outcome::failed: return driver_error_of(error);
+    case free_outcome::not_ours: break;
+  }
   return real().cu_mem_free_async(pointer, stream);
 }
 
@@ -283,6 +395,8 @@ void* interposed_driver_function(const char* symbol) {
     return reinterpret_cast<void*>(&cuMemFree_v2);
   if (std::strcmp(symbol, "cuMemAllocAsync") == 0) return reinterpret_cast<void*>(&cuMemAllocAsync);
   if (std::strcmp(symbol, "cuMemFreeAsync") == 0) return reinterpret_cast<void*>(&cuMemFreeAsync);
+  if (std::strcmp(symbol, "cuStreamDestroy") == 0 || std::strcmp(symbol, "cuStreamDestroy_v2") == 0)
+    return reinterpret_cast<void*>(&cuStreamDestroy_v2);
   return nullptr;
 }
 

@@ -47,6 +47,8 @@ real_cuda_functions resolve_all() {
   resolve_runtime(functions.stream_create_with_priority, "cudaStreamCreateWithPriority");
   resolve_runtime(functions.stream_destroy, "cudaStreamDestroy");
   resolve_runtime(functions.stream_synchronize, "cudaStreamSynchronize");
+  resolve_runtime(functions.stream_get_device, "cudaStreamGetDevice");
+  resolve_runtime(functions.thread_exchange_stream_capture_mode, "cudaThreadExchangeStreamCaptureMode");
   resolve_runtime(functions.get_driver_entry_point, "cudaGetDriverEntryPoint");
   resolve_runtime(functions.get_driver_entry_point_by_version, "cudaGetDriverEntryPointByVersion");
   resolve_driver(functions.cu_mem_alloc, "cuMemAlloc_v2");
@@ -55,6 +57,7 @@ real_cuda_functions resolve_all() {
   resolve_driver(functions.cu_mem_free_async, "cuMemFreeAsync");
   resolve_driver(functions.cu_get_proc_address, "cuGetProcAddress_v2");
   resolve_driver(functions.cu_ctx_get_device, "cuCtxGetDevice");
+  resolve_driver(functions.cu_stream_destroy, "cuStreamDestroy_v2");
   return functions;
 }
 

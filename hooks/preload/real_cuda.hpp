@@ -22,6 +22,8 @@ struct real_cuda_functions {
   cudaError_t (*stream_create_with_priority)(cudaStream_t*, unsigned int, int) = nullptr;
   cudaError_t (*stream_destroy)(cudaStream_t) = nullptr;
   cudaError_t (*stream_synchronize)(cudaStream_t) = nullptr;
+  cudaError_t (*stream_get_device)(cudaStream_t, int*) = nullptr;
+  cudaError_t (*thread_exchange_stream_capture_mode)(cudaStreamCaptureMode*) = nullptr;
   cudaError_t (*get_driver_entry_point)(const char*, void**, unsigned long long,
                                         cudaDriverEntryPointQueryResult*) = nullptr;
   cudaError_t (*get_driver_entry_point_by_version)(const char*, void**, unsigned int, unsigned long long,
@@ -33,6 +35,7 @@ struct real_cuda_functions {
   CUresult (*cu_mem_free_async)(CUdeviceptr, CUstream) = nullptr;
   CUresult (*cu_get_proc_address)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*) = nullptr;
   CUresult (*cu_ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*cu_stream_destroy)(CUstream) = nullptr;
 };
 
 // Resolved once, on first use from any thread; safe to call before main and from inside the

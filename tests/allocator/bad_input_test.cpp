@@ -98,3 +98,25 @@ TEST_CASE("a stream of another device is refused", "[bad_input][devices]") {
   testing::check_consistency(snapshot(0), get_device_stats(0));
   testing::destroy_stream(other_device_stream);
 }
+
+// Note [Device arguments]: one rule for the control calls, an index or -1 (every device).
+// Last in this file: resetting the accumulated stats of the global allocator ends the
+// allocated - freed == current invariant the cases above check.
+TEST_CASE("C ABI: control calls take a device index or -1, nothing else", "[bad_input][c_abi][devices]") {
+  void* stream = testing::create_stream(0);
+  void* block = nullptr;
+  REQUIRE(fragless_allocate(&block, 1 << 20, 0, stream) == FRAGLESS_OK);
+  std::size_t released = 0, unmapped = 0;
+  CHECK(fragless_trim(-5, 0, &released) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+  CHECK(fragless_compact(-2, &released, &unmapped) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+  CHECK(fragless_empty_cache(-3, &released) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+  CHECK(fragless_reset_peak_stats(-7) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+  CHECK(fragless_reset_accumulated_stats(-4) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+  CHECK(fragless_reset_accumulated_stats(99) == FRAGLESS_ERROR_INVALID_ARGUMENT);
+  CHECK(fragless_reset_accumulated_stats(-1) == FRAGLESS_OK);
+  CHECK(fragless_reset_peak_stats(-1) == FRAGLESS_OK);
+  CHECK(fragless_trim(-1, SIZE_MAX, &released) == FRAGLESS_OK);
+  CHECK(fragless_compact(-1, nullptr, nullptr) == FRAGLESS_OK);
+  CHECK(fragless_deallocate(block) == FRAGLESS_OK);
+  testing::destroy_stream(stream);
+}

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -179,4 +180,39 @@ TEST_CASE("every device call failing once leaves no crash, no leak, consistent s
     INFO(runs_with_errors << " of " << runs << " runs reported extra errors");
     CHECK(runs_with_errors > runs / 20);
   }
+}
+
+// A page that cannot be unmapped stays reserved after empty_cache -- and the log says so.
+TEST_CASE("a failed unmap is reported, and the page goes at the next release", "[faults][unmap]") {
+  reset_simcuda();
+  void* stream = create_stream(0);
+  {
+    auto instance = make_simcuda_allocator(core::cache_settings{true, 2.0, false});
+    core::device_cache& cache = instance->device(0);
+    void* block = instance->allocate(std::size_t{6} << 20, 0, stream);
+    instance->deallocate(block);
+    REQUIRE(simcuda_fail("cuMemUnmap", 1, 999, SIMCUDA_FAIL_FROM_NTH) == 0);
+    std::fflush(stderr);
+    char path[] = "/tmp/fragless-unmap-log-XXXXXX";
+    const int file = ::mkstemp(path);
+    const int saved = ::dup(STDERR_FILENO);
+    ::dup2(file, STDERR_FILENO);
+    cache.release_cache(0);
+    std::fflush(stderr);
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    std::string logged(4096, '\0');
+    const ssize_t n = ::pread(file, logged.data(), logged.size(), 0);
+    logged.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    ::close(file);
+    ::unlink(path);
+    simcuda_clear_faults();
+    INFO(logged);
+    CHECK(logged.find("could not be unmapped and stay reserved") != std::string::npos);
+    CHECK(cache.stats().reserved_bytes[pool_all].current > 0);
+    cache.release_cache(0);
+    CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+    check_consistency(cache.snapshot(), cache.stats());
+  }
+  destroy_stream(stream);
 }

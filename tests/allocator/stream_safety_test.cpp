@@ -5,6 +5,8 @@
 
 #include <simcuda/control.h>
 
+#include <vector>
+
 #include "consistency.hpp"
 #include "simcuda_support.hpp"
 
@@ -193,4 +195,55 @@ TEST_CASE("release_threshold_bytes releases memory only once no kernel can touch
     instance.reset();
     destroy_stream(stream_a);
   }
+}
+
+// Note [Retired streams]: a block freed on A while A's kernel still writes it; A is
+// destroyed (its kernel still pending: simcuda keeps it, Note [Destroyed streams]) and the
+// next stream created receives A's handle. Allocating there must wait for A's kernel.
+namespace {
+
+std::uint64_t reuse_after_destroy(bool retire, std::size_t size) {
+  fixture f(false);
+  void* dying = create_stream(0);
+  void* block = f.instance->allocate(size, 0, dying);
+  simcuda_launch(dying, block, size, 1);
+  f.instance->deallocate(block);
+  if (retire) f.instance->retire_stream(dying);
+  destroy_stream(dying);
+  CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) >= 1);  // the kernel is still running
+  // A new stream with the same handle (the allocator of simcuda's stream objects hands the
+  // address back; a few tries cover an interleaved allocation).
+  std::vector<void*> others;
+  void* same = nullptr;
+  for (int attempt = 0; attempt < 16 && same == nullptr; ++attempt) {
+    void* created = create_stream(0);
+    if (created == dying) same = created;
+    else others.push_back(created);
+  }
+  REQUIRE(same != nullptr);
+  void* again = f.instance->allocate(size, 0, same);
+  if (!retire) CHECK(again == block);  // the same memory, with no wait: the race below
+  simcuda_launch(same, again, size, 1);
+  f.instance->deallocate(again);
+  const std::uint64_t races = simcuda_race_count();
+  simcuda_complete_all();
+  f.instance->retire_stream(same);
+  destroy_stream(same);
+  for (void* other : others) destroy_stream(other);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  return races;
+}
+
+}  // namespace
+
+TEST_CASE("a destroyed stream's memory is not inherited by a new stream with its handle", "[streams][retire]") {
+  for (std::size_t size : {std::size_t{4096}, std::size_t{3} << 20}) {
+    INFO("size " << size);
+    CHECK(reuse_after_destroy(true, size) == 0);
+  }
+}
+
+TEST_CASE("without retirement the reuse races (the test can fail)", "[streams][retire][negative]") {
+  CHECK(reuse_after_destroy(false, 4096) > 0);
+  CHECK(reuse_after_destroy(false, std::size_t{3} << 20) > 0);
 }

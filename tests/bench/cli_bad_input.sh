@@ -45,6 +45,8 @@ expect double_alloc.trace 'double_alloc.trace:3: block 1 allocated twice'
 expect absurd.trace 'absurd.trace:2: size: number too large'
 expect rmm_unknown_free.csv 'rmm_unknown_free.csv:3: free of unknown address 0x20'
 expect no_such_file.pickle 'no_such_file.pickle: cannot open file'
+mkdir -p a_directory.trace
+expect a_directory.trace 'a_directory.trace: is a directory'
 
 # The converter: same contract.
 "$bench" convert truncated.pickle -o out.trace 2>stderr.txt
@@ -54,6 +56,19 @@ fi
 # Usage errors exit 2.
 "$bench" replay good.trace --repetitions x >/dev/null 2>&1
 if [ $? -ne 2 ]; then echo "FAIL usage error exit status"; failures=$((failures + 1)); fi
+# --help is not an error; a bogus allocator or a bad --conf value stops before any replay.
+"$bench" --help >stdout.txt 2>stderr.txt
+if [ $? -ne 0 ] || ! grep -q '^usage:' stdout.txt || [ -s stderr.txt ]; then
+  echo "FAIL --help"; cat stderr.txt; failures=$((failures + 1))
+fi
+"$bench" replay good.trace --allocators bogus --repetitions 1 --json out.json >stdout.txt 2>stderr.txt
+if [ $? -ne 2 ] || ! grep -q "unknown allocator 'bogus'" stderr.txt || [ -e out.json ] || [ -s stdout.txt ]; then
+  echo "FAIL --allocators bogus"; cat stderr.txt; failures=$((failures + 1))
+fi
+"$bench" replay good.trace --conf x=max_cached_bytes:abc --repetitions 1 --json out.json >stdout.txt 2>stderr.txt
+if [ $? -ne 2 ] || ! grep -q -- "--conf x=max_cached_bytes:abc: .*max_cached_bytes" stderr.txt || [ -e out.json ]; then
+  echo "FAIL --conf with a bad value"; cat stderr.txt; failures=$((failures + 1))
+fi
 # And the good file alone works, writing all outputs.
 "$bench" replay good.trace --allocators cudamalloc --json out.json --csv out.csv --plot out.svg --repetitions 1 >/dev/null 2>stderr.txt
 if [ $? -ne 0 ] || [ ! -s out.json ] || [ ! -s out.csv ] || [ ! -s out.svg ]; then

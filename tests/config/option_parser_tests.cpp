@@ -2,7 +2,11 @@
 // naming the key and keeps the previous value, nothing throws.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "fragless/options.hpp"
@@ -177,4 +181,59 @@ TEST_CASE("options_from_environment reads FRAGLESS_CONF") {
   CHECK(fragless::options_from_environment([](std::string_view) {}).max_split_bytes == 40ull << 20);
   ::unsetenv("FRAGLESS_CONF");
   CHECK(fragless::options_from_environment([](std::string_view) {}) == options{});
+}
+
+namespace {
+
+// stderr of `f`, through a temporary file (the default warning path writes there).
+template <typename F>
+std::string captured_stderr(F&& f) {
+  std::fflush(stderr);
+  char path[] = "/tmp/fragless-conf-stderr-XXXXXX";
+  const int file = ::mkstemp(path);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(file, STDERR_FILENO);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::string text;
+  char buffer[4096];
+  ::lseek(file, 0, SEEK_SET);
+  for (ssize_t n; (n = ::read(file, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  ::close(file);
+  ::unlink(path);
+  return text;
+}
+
+std::string many_unknown_keys(const std::string& prefix, int count) {
+  std::string conf;
+  for (int i = 0; i < count; ++i) conf += prefix + std::to_string(i) + ":1,";
+  return conf;
+}
+
+}  // namespace
+
+// Note [Bounded warnings]
+TEST_CASE("400 unknown keys: the key list once, a few lines on stderr, none at FRAGLESS_LOG_LEVEL=off") {
+  const parse_outcome outcome = parse(many_unknown_keys("bogus_key_a", 400));
+  REQUIRE(outcome.warnings.size() == 400);  // a callback still hears every problem
+  CHECK(outcome.warnings[0].find("known keys: backend") != std::string::npos);
+  for (std::size_t i = 1; i < outcome.warnings.size(); ++i) CHECK(outcome.warnings[i].size() < 160);
+
+  ::unsetenv("FRAGLESS_LOG_LEVEL");
+  const std::string printed = captured_stderr([] { fragless::parse_options(many_unknown_keys("bogus_key_b", 400)); });
+  const auto lines = std::count(printed.begin(), printed.end(), '\n');
+  CHECK(lines <= 10);
+  CHECK(printed.size() < 4000);
+  CHECK(printed.find("more FRAGLESS_CONF problems not shown") != std::string::npos);
+
+  for (const char* level : {"off", "error"}) {
+    ::setenv("FRAGLESS_LOG_LEVEL", level, 1);
+    const std::string silent = captured_stderr([&] {
+      fragless::parse_options(many_unknown_keys(std::string("bogus_key_c_") + level, 400));
+    });
+    CHECK(silent.empty());
+  }
+  ::unsetenv("FRAGLESS_LOG_LEVEL");
 }

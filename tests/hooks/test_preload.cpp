@@ -228,6 +228,77 @@ TEST_CASE("the race oracle sees a program's own stream bug through the interpose
   cudaStreamDestroy(b);
 }
 
+// Note [Errors through the runtime]: the code the real runtime would return, and the same
+// last error, never a silent success.
+TEST_CASE("errors are returned and recorded as the runtime's last error", "[preload][errors]") {
+  require_simcuda_and_preload();
+  cudaGetLastError();
+  cudaStream_t doomed = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&doomed, cudaStreamNonBlocking) == cudaSuccess);
+  void* block = nullptr;
+  REQUIRE(cudaMallocAsync(&block, 1 << 20, doomed) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(doomed) == cudaSuccess);
+  const auto before = figures();
+  // A free on a destroyed stream: an invalid handle, and the block is not lost.
+  CHECK(cudaFreeAsync(block, doomed) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(figures().allocated_bytes == before.allocated_bytes);
+  CHECK(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(block), reinterpret_cast<CUstream>(doomed)) ==
+        CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cudaGetLastError() == cudaSuccess);  // the driver API leaves the runtime's last error alone
+  CHECK(cudaFree(block) == cudaSuccess);  // still the caller's: freed once, normally
+  CHECK(figures().allocated_bytes < before.allocated_bytes);
+  // Allocating on a destroyed stream fails the same way.
+  void* other = reinterpret_cast<void*>(1);
+  CHECK(cudaMallocAsync(&other, 4096, doomed) == cudaErrorInvalidResourceHandle);
+  CHECK(other == nullptr);
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  // Out of memory: cudaErrorMemoryAllocation, also as the last error.
+  void* huge = nullptr;
+  const size_t too_big = static_cast<size_t>(simcuda_capacity(0)) + (size_t{1} << 30);
+  CHECK(cudaMalloc(&huge, too_big) == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  CHECK(cudaMallocAsync(&huge, too_big, nullptr) == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(cudaMalloc(nullptr, 16) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+}
+
+// Note [Stream destruction]: the interposer retires the stream (Note [Retired streams]).
+TEST_CASE("a new stream with a destroyed stream's handle does not inherit its memory", "[preload][race]") {
+  require_simcuda_and_preload();
+  simcuda_race_reset();
+  for (const size_t size : {size_t{4096}, size_t{3} << 20}) {
+    cudaStream_t dying = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&dying, cudaStreamNonBlocking) == cudaSuccess);
+    void* block = nullptr;
+    REQUIRE(cudaMallocAsync(&block, size, dying) == cudaSuccess);
+    simcuda_launch(dying, block, size, 1);
+    REQUIRE(cudaFreeAsync(block, dying) == cudaSuccess);
+    REQUIRE(cudaStreamDestroy(dying) == cudaSuccess);  // its kernel still runs
+    std::vector<cudaStream_t> streams;
+    cudaStream_t same = nullptr;
+    for (int i = 0; i < 16 && same == nullptr; ++i) {
+      cudaStream_t created = nullptr;
+      REQUIRE(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) == cudaSuccess);
+      streams.push_back(created);
+      if (created == dying) same = created;
+    }
+    REQUIRE(same != nullptr);
+    void* again = nullptr;
+    REQUIRE(cudaMallocAsync(&again, size, same) == cudaSuccess);
+    simcuda_launch(same, again, size, 1);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+    simcuda_complete_all();
+    REQUIRE(cudaFreeAsync(again, same) == cudaSuccess);
+    for (cudaStream_t stream : streams) REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+    simcuda_race_reset();
+  }
+}
+
 TEST_CASE("cudaMemGetInfo counts fragless's cached memory as free", "[preload]") {
   require_simcuda_and_preload();
   void* block = nullptr;

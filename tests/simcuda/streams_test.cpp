@@ -374,3 +374,68 @@ TEST_CASE_METHOD(Fixture, "host functions and stream callbacks run when the stre
   CHECK(cudaLaunchHostFunc(first, nullptr, nullptr) == cudaErrorInvalidValue);
   cudaGetLastError();
 }
+
+// Note [Destroyed streams]: cudaStreamDestroy returns at once; the work stays pending.
+TEST_CASE_METHOD(Fixture, "a destroyed stream's pending work stays pending and is still checked") {
+  simcuda_set_auto_complete(0);
+  cudaStream_t dying = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&dying, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(simcuda_launch(dying, at(0), 4096, 1) != 0);
+  cudaEvent_t before_destroy = nullptr;
+  REQUIRE(cudaEventCreate(&before_destroy) == cudaSuccess);
+  REQUIRE(cudaEventRecord(before_destroy, dying) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(dying) == cudaSuccess);
+  CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) == 1);
+  CHECK(cudaStreamQuery(dying) == cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  CHECK(cudaEventQuery(before_destroy) == cudaErrorNotReady);
+  cudaGetLastError();
+  // Unordered work on another stream races with it...
+  REQUIRE(simcuda_launch(second, at(0), 4096, 1) != 0);
+  CHECK(simcuda_race_count() == 1);
+  simcuda_race_reset();
+  // ...work ordered after an event recorded before the destroy does not, and waits for it.
+  REQUIRE(cudaStreamSynchronize(second) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(first, before_destroy, 0) == cudaSuccess);
+  REQUIRE(simcuda_launch(first, at(0), 4096, 1) != 0);
+  CHECK(simcuda_race_count() == 0);
+  REQUIRE(cudaStreamSynchronize(first) == cudaSuccess);
+  CHECK(cudaEventQuery(before_destroy) == cudaSuccess);
+  // A new stream may receive the dead handle; it starts with nothing pending.
+  std::vector<cudaStream_t> created;
+  for (int i = 0; i < 8; ++i) {
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(simcuda_pending(stream) == 0);
+    created.push_back(stream);
+  }
+  for (cudaStream_t stream : created) REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(before_destroy) == cudaSuccess);
+  simcuda_complete_all();
+  CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) == 0);
+}
+
+extern "C" {
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* function);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** arguments, size_t shared_bytes,
+                               cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** arguments, size_t shared_bytes,
+                                    cudaStream_t stream);
+}
+
+// Note [Kernel launch entry points]: what nvcc's <<<>>> compiles to since CUDA 12.
+TEST_CASE_METHOD(Fixture, "the <<<>>> launch path (__cudaGetKernel, __cudaLaunchKernel) launches on the stream") {
+  static int host_stub = 0;
+  cudaKernel_t kernel = nullptr;
+  REQUIRE(__cudaGetKernel(&kernel, &host_stub) == cudaSuccess);
+  CHECK(kernel != nullptr);
+  CHECK(__cudaGetKernel(nullptr, &host_stub) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  void* no_arguments[1] = {nullptr};
+  CHECK(__cudaLaunchKernel(kernel, dim3(1), dim3(32), no_arguments, 0, first) == cudaSuccess);
+  CHECK(__cudaLaunchKernel_ptsz(kernel, dim3(1), dim3(32), no_arguments, 0, nullptr) == cudaSuccess);
+  CHECK(cudaStreamQuery(first) == cudaSuccess);
+  CHECK(simcuda_call_count("__cudaLaunchKernel") >= 1);
+  CHECK(__cudaLaunchKernel(nullptr, dim3(1), dim3(1), no_arguments, 0, first) == cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+}

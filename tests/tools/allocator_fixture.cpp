@@ -3,16 +3,22 @@
 // "requested <bytes> <count>", the allocator's stats JSON on one line, "ready"; then
 // waits until stdin closes. libfragless's own publishing is expected to be off
 // (FRAGLESS_CONF=publish_stats:False) so that this process's page is the one below.
+// argv[1] == "--busy": four threads keep allocating and freeing small blocks meanwhile
+// (snapshots of a busy process, Note [Consistent snapshots] in fragless-stats).
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <poll.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include "fragless/fragless.hpp"
 #include "fragless/stats_publisher.hpp"
 
-int main() {
+int main(int argc, char** argv) {
   using namespace fragless;
+  const bool busy = argc > 1 && std::strcmp(argv[1], "--busy") == 0;
   const std::size_t sizes[] = {1000, 4096, 200000, 1 << 20, 3 << 20, 25 << 20, 64 << 20};
   std::vector<void*> blocks;
   std::size_t requested = 0;
@@ -46,10 +52,25 @@ int main() {
     if (c == '\n') c = ' ';
   std::printf("%s\nready\n", json.c_str());
   std::fflush(stdout);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; busy && t < 4; ++t)
+    workers.emplace_back([&stop, t] {
+      std::vector<void*> mine(64, nullptr);
+      for (std::size_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        void*& slot = mine[i % mine.size()];
+        if (slot != nullptr) deallocate(slot);
+        slot = allocate(512 + (i * 97 + static_cast<std::size_t>(t) * 31) % 8000, 0, nullptr);
+      }
+      for (void* b : mine)
+        if (b != nullptr) deallocate(b);
+    });
   pollfd input{STDIN_FILENO, POLLIN, 0};
   char buffer[64];
   while (::poll(&input, 1, 60000) > 0 && ::read(STDIN_FILENO, buffer, sizeof buffer) > 0) {
   }
+  stop.store(true);
+  for (std::thread& worker : workers) worker.join();
   for (void* b : blocks)
     if (b != nullptr) deallocate(b);
   return 0;

@@ -15,6 +15,7 @@
 #include "json.hpp"
 #include "process_runner.hpp"
 #include "publisher_fixture.hpp"
+#include "stats_directory.hpp"
 #include "stats_page.hpp"
 
 #ifdef FRAGLESS_HAVE_EXPAT
@@ -83,6 +84,26 @@ void check_device_json(const json::value& device) {
     ++compared;
   }
   CHECK(compared == stats->members().size());
+}
+
+// A copy of the fixture's page as another process's: `pid`, `pid_namespace` and, if given,
+// `command` patched in (what a process in a container sharing the directory writes).
+void write_page_copy(const environment& env, const fixture_process& fixture, std::int64_t pid,
+                     std::uint64_t pid_namespace, const std::string& command = {}) {
+  const std::string path = env.stats_dir() + "/" + std::to_string(pid) + ".stats";
+  fs::copy_file(env.stats_dir() + "/" + fixture.pid() + ".stats", path, fs::copy_options::overwrite_existing);
+  ::chmod(path.c_str(), 0600);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offsetof(stats_page::header, pid));
+  f.write(reinterpret_cast<const char*>(&pid), sizeof pid);
+  f.seekp(offsetof(stats_page::header, pid_namespace));
+  f.write(reinterpret_cast<const char*>(&pid_namespace), sizeof pid_namespace);
+  if (!command.empty()) {
+    char field[stats_page::command_bytes] = {};
+    command.copy(field, sizeof field - 1);
+    f.seekp(offsetof(stats_page::header, command));
+    f.write(field, sizeof field);
+  }
 }
 
 }  // namespace
@@ -342,6 +363,99 @@ TEST_CASE("errors are one line with documented exit codes") {
     CHECK(run_cli({"map", "file.json"}).exit_code == 2);
     CHECK(run_cli({"list", "--json", "--csv"}).exit_code == 2);
   }
+}
+
+TEST_CASE("list keeps another PID namespace's page and marks it; --keep-stale marks exited ones in full") {
+  environment env;
+  fixture_process fixture;
+  const std::uint64_t own = stats_directory::own_pid_namespace();
+  REQUIRE(own != 0);
+  // As `docker --ipc=host` would: pid 4194001 of another namespace, maybe alive there.
+  write_page_copy(env, fixture, 4194001, own + 1);
+  auto r = run_cli({"list"});
+  REQUIRE(r.exit_code == 0);
+  INFO(r.out);
+  CHECK(fs::exists(env.stats_dir() + "/4194001.stats"));
+  CHECK(r.out.find("(other pid namespace)") != std::string::npos);
+  const auto as_json = run_cli({"list", "--json"});
+  json::value listed;
+  std::string error;
+  REQUIRE(json::parse(as_json.out, listed, error));
+  bool marked = false;
+  for (const auto& process : listed.find("processes")->items())
+    if (process.find("pid")->as_integer() == 4194001) marked = process.find("other_pid_namespace") != nullptr;
+  CHECK(marked);
+  // Our namespace, pid gone: stale, listed with the whole marker when kept.
+  write_page_copy(env, fixture, 4194002, own);
+  r = run_cli({"list", "--keep-stale"});
+  CHECK(r.out.find("stats_publisher (exited)") != std::string::npos);
+  CHECK(fs::exists(env.stats_dir() + "/4194002.stats"));
+  r = run_cli({"list"});
+  CHECK_FALSE(fs::exists(env.stats_dir() + "/4194002.stats"));
+  CHECK(fs::exists(env.stats_dir() + "/4194001.stats"));
+}
+
+TEST_CASE("process names reach the terminal and JSON escaped") {
+  environment env;
+  fixture_process fixture;
+  write_page_copy(env, fixture, 4194003, stats_directory::own_pid_namespace() + 1, "ev\x1b]0;owned\x07il\xff\x9b");
+  const auto text = run_cli({"list"});
+  REQUIRE(text.exit_code == 0);
+  INFO(text.out);
+  CHECK(text.out.find('\x1b') == std::string::npos);
+  CHECK(text.out.find('\x07') == std::string::npos);
+  CHECK(text.out.find('\xff') == std::string::npos);
+  CHECK(text.out.find("ev\\x1b]0;owned") != std::string::npos);  // cut to 16 bytes, not inside an escape
+  const auto as_json = run_cli({"list", "--json"});
+  REQUIRE(as_json.exit_code == 0);
+  json::value root;
+  std::string error;
+  CHECK(json::parse(as_json.out, root, error));
+  CHECK(as_json.out.find('\xff') == std::string::npos);
+  const auto one = run_cli({"4194003"});
+  CHECK(one.out.find('\x1b') == std::string::npos);
+  CHECK(one.out.find("ev\\x1b]0;owned\\x07il\\xff\\x9b") != std::string::npos);
+  CHECK(as_json.out.find("ev\\\\x1b]0;owned\\\\x07il\\\\xff\\\\x9b") != std::string::npos);
+}
+
+TEST_CASE("a corrupt page is reported as corrupt, not shown as numbers") {
+  environment env;
+  fixture_process fixture;
+  write_page_copy(env, fixture, 4194004, stats_directory::own_pid_namespace() + 1);
+  {
+    std::fstream f(env.stats_dir() + "/4194004.stats", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(sizeof(stats_page::header) + offsetof(stats_page::device_slot, values)));
+    const std::int64_t negative = -(std::int64_t{1} << 55);
+    f.write(reinterpret_cast<const char*>(&negative), sizeof negative);
+  }
+  const auto r = run_cli({"list"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("4194004.stats: corrupt stats page") != std::string::npos);
+  CHECK(count_lines_starting(r.out, "4194004 ") == 0);
+  CHECK(count_lines_starting(r.out, fixture.pid() + " ") == 2);
+  const auto one = run_cli({"4194004"});
+  CHECK(one.exit_code == 1);
+  CHECK(one.err.find("corrupt") != std::string::npos);
+}
+
+TEST_CASE("list --watch redraws a bounded number of times; device memory columns; --version") {
+  environment env;
+  fixture_process fixture;
+  const auto text = run_cli({"list", "--watch", "0.05", "--count", "3"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(count_lines_starting(text.out, "Every 0.05s: fragless-stats list") == 3);
+  CHECK(count_lines_starting(text.out, fixture.pid() + " ") == 6);
+  CHECK(text.out.find("DEV TOTAL") != std::string::npos);
+  CHECK(text.out.find("DEV FREE") != std::string::npos);
+  // Tests run with simcuda's libnvidia-ml.so.1 on the library path: 80 GiB devices by default.
+  if (std::getenv("SIMCUDA_MEMORY") == nullptr)
+    CHECK(text.out.find(cli::human_bytes(static_cast<double>(std::uint64_t{80} << 30))) != std::string::npos);
+  const auto lines = run_cli({"--json", "--watch", "0.05", "--count", "2"});
+  CHECK(count_lines_starting(lines.out, "{\"schema\":\"fragless.process_list/1\"") == 2);
+  CHECK(run_cli({"list", "--count", "2"}).exit_code == 2);
+  const auto version = run_cli({"--version"});
+  CHECK(version.exit_code == 0);
+  CHECK(version.out.rfind("fragless-stats ", 0) == 0);
 }
 
 TEST_CASE("every subcommand has --help with the exit codes") {

@@ -4,11 +4,13 @@
 #include <string_view>
 
 #include "commands.hpp"
+#include "stats_page.hpp"
 
 namespace {
 
 constexpr const char* main_help =
-    "usage: fragless-stats [list] [--json | --csv] [--no-color]   list processes using fragless\n"
+    "usage: fragless-stats [list] [--json | --csv] [--watch [SECONDS]] [--no-color]\n"
+    "                                                    list processes using fragless\n"
     "       fragless-stats PID [--json | --csv] [--watch [SECONDS]] [--count N] [--no-color]\n"
     "                                                    memory summary of each device\n"
     "       fragless-stats snapshot PID -o FILE [--format json|pickle]   take a snapshot\n"
@@ -16,6 +18,7 @@ constexpr const char* main_help =
     "       fragless-stats map FILE -o OUT.svg           SVG segment map of a snapshot\n"
     "       fragless-stats options [--markdown]          the FRAGLESS_CONF options\n"
     "       fragless-stats COMMAND --help                help on one command\n"
+    "       fragless-stats --version                     version of fragless-stats and of its stats page\n"
     "\n"
     "Processes publish stats unless FRAGLESS_CONF contains publish_stats:False. Only your\n"
     "own processes are visible (pages live in $XDG_RUNTIME_DIR/fragless or\n"
@@ -29,6 +32,10 @@ int main(int argc, char** argv) {
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(main_help, stdout);
     std::fputs(exit_codes_help.data(), stdout);
+    return exit_ok;
+  }
+  if (command == "--version" || command == "-V") {
+    std::printf("fragless-stats %s (stats page version %u)\n", FRAGLESS_STATS_VERSION, fragless::stats_page::version);
     return exit_ok;
   }
   // Flags without a command belong to `list`.

@@ -28,7 +28,8 @@ constexpr const char* process_help =
     "  --no-color       no terminal escapes (also when NO_COLOR is set or stdout is no terminal)\n";
 
 // Why a page could not be opened, as the one-line message and exit code.
-int explain_open_failure(long pid, stats_reader::open_status status, const std::string& error) {
+int explain_open_failure(long pid, stats_reader::open_status status, const std::string& error,
+                         const std::string& file_name = {}) {
   switch (status) {
     case stats_reader::open_status::missing:
       if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
@@ -40,7 +41,9 @@ int explain_open_failure(long pid, stats_reader::open_status status, const std::
       std::string ignored;
       const int directory_fd = stats_directory::open_directory(false, ignored);
       if (directory_fd >= 0) {
-        ::unlinkat(directory_fd, stats_directory::page_file_name(static_cast<pid_t>(pid)).c_str(), 0);
+        // Stale means provably gone (Note [Stats pages across PID namespaces]).
+        const std::string name = file_name.empty() ? stats_directory::page_file_name(static_cast<pid_t>(pid)) : file_name;
+        ::unlinkat(directory_fd, name.c_str(), 0);
         ::close(directory_fd);
       }
       return fail(exit_no_process, "process " + std::to_string(pid) + " has exited (its stale stats page was removed)");
@@ -90,14 +93,19 @@ int run_process(long pid, arguments& args) {
   stats_reader::open_status status{};
   std::string error;
   auto page = stats_reader::page::open(static_cast<pid_t>(pid), status, error);
-  if (!page || status != stats_reader::open_status::ok) return explain_open_failure(pid, status, error);
+  if (!page || status != stats_reader::open_status::ok)
+    return explain_open_failure(pid, status, error, page ? page->file_name() : std::string());
 
   for (long frame = 0; count < 0 || frame < count; ++frame) {
     if (frame > 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(interval_seconds));
-      if (!page->process_running()) return explain_open_failure(pid, stats_reader::open_status::stale, "");
+      if (!page->process_running())
+        return explain_open_failure(pid, stats_reader::open_status::stale, "", page->file_name());
     }
-    const auto devices = page->read_devices();
+    std::string corrupt;
+    const auto devices = page->read_devices(&corrupt);
+    if (!corrupt.empty())
+      return fail(exit_failure, stats_reader::printable_text(page->file_name() + ": corrupt stats page (" + corrupt + ")"));
     std::string out;
     if (as_json) {
       json::value root = json::value::make_object();

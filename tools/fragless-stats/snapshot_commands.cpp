@@ -18,7 +18,24 @@ constexpr const char* snapshot_help =
     "FILE: fragless JSON (schema fragless.snapshot/1), or with --format pickle (default when\n"
     "FILE ends in .pickle or .pkl) a PyTorch snapshot pickle that PyTorch's memory_viz opens.\n"
     "The process answers from its allocator's slow path or request thread; --timeout (default\n"
-    "5 seconds) bounds the wait.\n";
+    "5 seconds) bounds each wait. A snapshot taken while other threads of the process\n"
+    "allocate can be torn (Note [Consistent snapshots]): it is taken again, up to 50 times,\n"
+    "until it is consistent, and the message says \"retried N times\".\n";
+
+// Note [Consistent snapshots]
+// A process takes its snapshot under its device lock, but small-pool allocations and frees
+// run on other threads under their own shard locks, and a block is between its slab and
+// the live-block map for a moment: read from the live map, a snapshot of a busy process
+// missed blocks, which check_snapshot() reports as an inconsistency a user reads as
+// corruption (4 of 5 snapshots of a four-thread process). So the process reads each slab
+// from the slab itself, under its shard lock (device_cache::snapshot), and a new slab joins
+// its shard before the device lock is dropped. A large block still passes between the free
+// index and the live map outside the device lock; blocking every allocating thread for a
+// snapshot would stall the program, so fragless-stats asks again (like a seqlock reader
+// retrying a torn read) until a snapshot passes check_snapshot(), says "retried N times"
+// when it needed any, and after kMaxSnapshotAttempts writes the last one with a warning
+// naming the first problem.
+constexpr int kMaxSnapshotAttempts = 50;
 
 constexpr const char* show_help =
     "usage: fragless-stats show FILE [--cells N] [--no-color]\n"
@@ -83,14 +100,30 @@ int run_snapshot(arguments& args) {
       return fail(exit_no_process, "process " + std::to_string(*pid) + " has exited");
     return fail(exit_failure, error);
   }
-  const std::string text =
-      page->request_snapshot(std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000)), error);
-  if (text.empty()) return fail(page->process_running() ? exit_no_answer : exit_no_process, error);
+  // Note [Consistent snapshots]
   memory_snapshot snapshot;
-  if (!snapshot_from_json(text, snapshot, error)) return fail(exit_failure, "process sent a bad snapshot: " + error);
+  std::vector<std::string> problems;
+  int attempts = 0;
+  do {
+    ++attempts;
+    const std::string text =
+        page->request_snapshot(std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000)), error);
+    if (text.empty()) return fail(page->process_running() ? exit_no_answer : exit_no_process, error);
+    snapshot = memory_snapshot{};
+    if (!snapshot_from_json(text, snapshot, error)) return fail(exit_failure, "process sent a bad snapshot: " + error);
+    problems = check_snapshot(snapshot);
+  } while (!problems.empty() && attempts < kMaxSnapshotAttempts);
   const std::string content = format == "pickle" ? to_pytorch_pickle(snapshot) : to_json(snapshot);
   if (!write_file(output, content, error)) return fail(exit_failure, error);
-  std::fprintf(stderr, "fragless-stats: wrote %zu segments to %s\n", snapshot.segments.size(), output.c_str());
+  std::string note;
+  if (!problems.empty())
+    note = " (still inconsistent after " + std::to_string(attempts) +
+           " attempts: the process changes its memory faster than it answers; first problem: " + problems.front() + ")";
+  else if (attempts > 1)
+    note = " (retried " + std::to_string(attempts - 1) + (attempts == 2 ? " time" : " times") +
+           " until consistent: the process was allocating while it answered)";
+  std::fprintf(stderr, "fragless-stats: wrote %zu segments to %s%s\n", snapshot.segments.size(), output.c_str(),
+               note.c_str());
   return exit_ok;
 }
 

@@ -37,13 +37,19 @@ FRAGLESS_API fragless_status fragless_deallocate(void* ptr);
 /* Marks a block as used on another stream: not reused until that stream's work queued
  * before the free has completed. */
 FRAGLESS_API fragless_status fragless_record_stream(void* ptr, fragless_stream_t stream);
+/* Call before destroying `stream`: a later stream with the same handle inherits none of its
+ * cached memory (Note [Retired streams]). Always FRAGLESS_OK. */
+FRAGLESS_API fragless_status fragless_retire_stream(fragless_stream_t stream);
 
 /* PyTorch CUDAPluggableAllocator pair. fragless_malloc returns NULL on failure (see
  * fragless_last_error); fragless_free ignores size/device/stream (the block knows them). */
 FRAGLESS_API void* fragless_malloc(size_t size, int device, fragless_stream_t stream);
 FRAGLESS_API void fragless_free(void* ptr, size_t size, int device, fragless_stream_t stream);
 
-/* Control. *released_bytes (may be NULL) receives the bytes given back to the device. */
+/* Control. *released_bytes (may be NULL) receives the bytes given back to the device.
+ * `device` of empty_cache, trim, compact and the two resets: an index, or -1 for every device
+ * used so far; any other negative value is FRAGLESS_ERROR_INVALID_ARGUMENT
+ * (Note [Device arguments] in api/cxx_api.cpp). */
 FRAGLESS_API fragless_status fragless_empty_cache(int device, size_t* released_bytes);
 FRAGLESS_API fragless_status fragless_trim(int device, size_t bytes_to_keep, size_t* released_bytes);
 /* A compaction pass (docs/compaction.md): gives back free pages no stream can still touch,

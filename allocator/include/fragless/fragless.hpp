@@ -62,6 +62,10 @@ FRAGLESS_API void* allocate(std::size_t size_bytes, int device, stream_t stream)
 FRAGLESS_API void deallocate(void* pointer);
 // The block will also be used on `stream`. @throws invalid_pointer_error, invalid_argument_error
 FRAGLESS_API void record_stream(void* pointer, stream_t stream);
+// `stream` is about to be destroyed (call it before cudaStreamDestroy): a later stream that
+// receives the same handle inherits none of its cached memory (Note [Retired streams]).
+// The LD_PRELOAD interposer calls it for every cudaStreamDestroy / cuStreamDestroy.
+FRAGLESS_API void retire_stream(stream_t stream) noexcept;
 
 // ---- private pools ----
 // A pool is a cache of its own on one device: blocks allocated from it are never reused
@@ -121,8 +125,11 @@ struct compact_result {
 FRAGLESS_API compact_result compact(int device = -1);  // -1: every device initialised so far
 // Caps the device's reserved memory at fraction * total capacity (0 < fraction <= 1).
 FRAGLESS_API void set_memory_fraction(double fraction, int device);
-FRAGLESS_API void reset_peak_stats(int device);
-FRAGLESS_API void reset_accumulated_stats(int device);
+// The device of empty_cache, trim, compact and the two resets is an index, or -1 for every
+// device used so far; any other negative value throws invalid_argument_error
+// (Note [Device arguments] in api/cxx_api.cpp).
+FRAGLESS_API void reset_peak_stats(int device = -1);
+FRAGLESS_API void reset_accumulated_stats(int device = -1);
 // The device's stats, summed over its own cache and its private pools'
 // (Note [Summed stats] in stats/stat_fields.cpp: with pools, peaks are an upper bound).
 FRAGLESS_API device_stats get_device_stats(int device);

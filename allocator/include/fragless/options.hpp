@@ -59,12 +59,14 @@ const option_info* find_option(std::string_view key) noexcept;
 // Receives one warning message per problem (no trailing newline). Must not throw.
 using option_warning_callback = std::function<void(std::string_view message)>;
 
-// Writes "fragless: warning: <message>" to stderr, each distinct message once per process.
+// Writes "fragless: warning: <message>" to stderr, each distinct message once per process;
+// nothing when FRAGLESS_LOG_LEVEL is error or off (Note [Bounded warnings]).
 void warn_to_stderr_once(std::string_view message) noexcept;
 
 // Parses "key:value,key:value" (PYTORCH_CUDA_ALLOC_CONF syntax; spaces around keys and
 // values ignored; empty entries ignored; a repeated key warns and the last value wins).
-// Starts from `base` (the defaults unless given). A null callback means warn_to_stderr_once.
+// Starts from `base` (the defaults unless given). A null callback means warn_to_stderr_once,
+// at most a few warnings per parse (Note [Bounded warnings] in config/option_parser.cpp).
 options parse_options(std::string_view conf, const option_warning_callback& warn = {},
                       const options& base = options{}) noexcept;
 // parse_options(getenv("FRAGLESS_CONF")); defaults when unset.

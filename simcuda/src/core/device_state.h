@@ -142,7 +142,9 @@ struct State {
   std::map<uintptr_t, Reservation> reservations;  // by begin
   std::unordered_map<uint64_t, PhysicalHandle> handles;
   std::unordered_map<void*, std::unique_ptr<Stream>> streams;  // created + per-thread, by handle
-  std::unordered_map<uint64_t, Stream*> stream_by_id;           // every stream incl. legacy
+  std::unordered_map<uint64_t, Stream*> stream_by_id;           // every stream incl. legacy and destroyed
+  // Note [Destroyed streams]: destroyed streams whose work is still pending (no handle).
+  std::vector<std::unique_ptr<Stream>> destroyed_streams;
   std::unordered_map<void*, std::unique_ptr<Event>> events;
   std::map<uintptr_t, int> ipc_opened;  // base -> open count
   std::vector<std::string> race_reports;

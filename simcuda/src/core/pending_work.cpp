@@ -16,7 +16,16 @@
 // (cudaStreamNonBlocking) take no part. We apply this at every launch, event record and
 // event wait by merging clocks. cudaStreamPerThread is one blocking stream per thread and
 // device (so it too synchronizes with the legacy stream, as the documentation says).
-// Destroying a stream completes its pending work first.
+//
+// Note [Destroyed streams]
+// As with CUDA, cudaStreamDestroy returns at once and the stream's queued work still runs to
+// completion later: it stays pending (completed by simcuda_advance of other streams' waits,
+// device synchronization, cudaFree, or events recorded before the destroy), and the race
+// oracle still checks other streams' work against it. The handle is dead at once (calls
+// with it fail with an invalid handle) and, as in CUDA, may be handed to the next stream
+// created: the pending state moves to a Stream object of its own, found only by id, and the
+// object at the handle's address is freed. Destroyed streams with no pending work left are
+// dropped at the next destroy.
 //
 // Note [Simulated time]
 // Each op occupies its stream for SIMCUDA_KERNEL_NS (default 1000 ns) plus 1 ns per KiB it
@@ -118,8 +127,19 @@ CUresult destroy_stream_locked(void* handle) {
     return CUDA_ERROR_INVALID_HANDLE;
   Stream& stream = *found->second;
   if (CUresult refused = check_stream_destroyable_locked(stream); refused != CUDA_SUCCESS) return refused;
-  complete_through_locked(stream, stream.launched);
-  self.stream_by_id.erase(stream.id);
+  // Note [Destroyed streams]: forget those that finished, keep this one's work pending.
+  std::erase_if(self.destroyed_streams, [&](const std::unique_ptr<Stream>& gone) {
+    if (!gone->pending.empty()) return false;
+    self.stream_by_id.erase(gone->id);
+    return true;
+  });
+  if (stream.pending.empty()) {
+    self.stream_by_id.erase(stream.id);
+  } else {
+    auto kept = std::make_unique<Stream>(std::move(stream));
+    self.stream_by_id[kept->id] = kept.get();
+    self.destroyed_streams.push_back(std::move(kept));
+  }
   self.streams.erase(found);
   return CUDA_SUCCESS;
 }

@@ -11,7 +11,9 @@
 // interposer's. Per-thread-default-stream variants are not distinguished.
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "driver_common.h"
@@ -99,4 +101,19 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** f
 SIMCUDA_EXPORT CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** function, int cuda_version, cuuint64_t) {
   SIMCUDA_DRIVER_ENTER();
   return proc_address(symbol, function, cuda_version, nullptr);
+}
+
+// Note [Kernel launch entry points] (runtime_launch.cpp): only a statically linked CUDA
+// runtime asks for the driver's private export tables. simcuda cannot provide them; it
+// says so once, in one line the user can act on, and answers not supported.
+SIMCUDA_EXPORT CUresult CUDAAPI cuGetExportTable(const void** table, const CUuuid*) {
+  SIMCUDA_DRIVER_ENTER();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fputs("simcuda: this program links the CUDA runtime statically (nvcc's default), which simcuda cannot "
+               "stand in for; rebuild it with `nvcc -cudart shared` to run it on simcuda\n",
+               stderr);
+  });
+  if (table != nullptr) *table = nullptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -78,6 +78,26 @@ SIMCUDA_NVML int nvmlDeviceGetComputeRunningProcesses(void* device, unsigned int
   return kNvmlSuccess;
 }
 
+// nvmlMemory_t (version 1): three unsigned long longs, total, free, used, in bytes -- a
+// layout NVML has kept since its first release. Device memory in simcuda belongs to the
+// process that allocates it, so another process (fragless-stats) sees every device free.
+struct NvmlMemory {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+SIMCUDA_NVML int nvmlDeviceGetMemoryInfo(void* device, NvmlMemory* memory) {
+  SIMCUDA_ENTER(int);
+  const auto ordinal = static_cast<int>(reinterpret_cast<uintptr_t>(device)) - 1;
+  if (device == nullptr || memory == nullptr || ordinal < 0 || ordinal >= device_count()) return kNvmlInvalidArgument;
+  auto total_memory = reinterpret_cast<int (*)(size_t*, int)>(simcuda_core_driver_proc("cuDeviceTotalMem", 13000));
+  size_t total = 0;
+  if (total_memory == nullptr || total_memory(&total, ordinal) != 0) return kNvmlNotSupported;
+  *memory = NvmlMemory{total, total, 0};
+  return kNvmlSuccess;
+}
+
 SIMCUDA_NVML int nvmlDeviceGetNvLinkRemoteDeviceType(void*, unsigned int, void*) {
   SIMCUDA_ENTER(int);
   return kNvmlNotSupported;

@@ -1,6 +1,17 @@
 // Runtime API: kernel registration and launches (accepted, never run) and driver entry points.
 // Invariant: registration hands out valid, distinct handles and never fails; launches
 // complete at once (simulated kernels come from the control API instead).
+//
+// Note [Kernel launch entry points]
+// nvcc compiles `kernel<<<grid, block, bytes, stream>>>(...)` to __cudaPushCallConfiguration
+// and a host stub; since CUDA 12.x the stub asks __cudaGetKernel once for a cudaKernel_t
+// handle of the function and launches with __cudaLaunchKernel (or __cudaLaunchKernel_ptsz
+// under --default-stream per-thread), not cudaLaunchKernel. simcuda's handle for a kernel is
+// its host stub's address; all of these launch like cudaLaunchKernel: one op on the stream,
+// ordered there, that touches nothing and completes at once. A program linked with the
+// static runtime (nvcc's default, -cudart static) does not use this library at all: its
+// runtime asks the driver for private export tables (cuGetExportTable), which simcuda
+// answers with one line telling the user to rebuild with -cudart shared.
 #include <cstring>
 
 #include "runtime_common.h"
@@ -75,14 +86,56 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3* grid, dim3
   return cudaSuccess;
 }
 
-SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void* function, dim3, dim3, void**, size_t,
-                                                     cudaStream_t stream) {
-  SIMCUDA_RUNTIME_ENTER();
-  if (function == nullptr) return finish(cudaErrorInvalidDeviceFunction);
+namespace {
+
+// One launch: an op on `stream` that touches nothing and completes at once.
+cudaError_t launch(const void* function, cudaStream_t stream) {
+  if (function == nullptr) return cudaErrorInvalidDeviceFunction;
   CUresult result = ensure_context();
   if (result == CUDA_SUCCESS)
     result = SIMCUDA_DRIVER(cuLaunchKernel)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
-  return finish(result);
+  return static_cast<cudaError_t>(result);
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaLaunchKernel(const void* function, dim3, dim3, void**, size_t,
+                                                     cudaStream_t stream) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(launch(function, stream));
+}
+
+namespace {
+
+// Note [Kernel launch entry points]: a kernel's handle is its host stub's address.
+cudaError_t kernel_handle(cudaKernel_t* kernel, const void* function) {
+  if (kernel == nullptr || function == nullptr) return cudaErrorInvalidValue;
+  *kernel = reinterpret_cast<cudaKernel_t>(const_cast<void*>(function));
+  return cudaSuccess;
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t* kernel, const void* function) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(kernel_handle(kernel, function));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetKernel(cudaKernel_t* kernel, const void* function) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(kernel_handle(kernel, function));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3, dim3, void**, size_t,
+                                                       cudaStream_t stream) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(launch(reinterpret_cast<const void*>(kernel), stream));
+}
+
+SIMCUDA_EXPORT cudaError_t CUDARTAPI __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3, dim3, void**, size_t,
+                                                            cudaStream_t stream) {
+  SIMCUDA_RUNTIME_ENTER();
+  return finish(launch(reinterpret_cast<const void*>(kernel), stream != nullptr ? stream : cudaStreamPerThread));
 }
 
 namespace {

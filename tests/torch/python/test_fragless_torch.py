@@ -1,8 +1,8 @@
 """Plain PyTorch on simcuda with fragless installed: every tensor's memory comes from
 fragless, and torch's memory tools report fragless's figures.
 
-Runs under ctest (torch_python_test) with simcuda, the generated stand-in libraries and the
-kernel launch shim (tests/torch/CMakeLists.txt). Kernels are no-ops on simcuda; allocations
+Runs under ctest (torch_python_test) with simcuda and the generated stand-in libraries
+(tests/torch/CMakeLists.txt). Kernels are no-ops on simcuda; allocations
 are real. cuBLAS and cuDNN do not work on simcuda, so the model uses elementwise layers only.
 """
 import pickle
