@@ -62,14 +62,13 @@ def _cmake_cache_value(name: str) -> str:
 
 def simcuda_environment() -> dict:
     """simcuda in place of the NVIDIA libraries, with the test scaffolding of tests/torch
-    (stand-ins for libraries the wheel links, the kernel-launch shim), as ctest sets it."""
+    (stand-ins for libraries the wheel links), as ctest sets it; simcuda accepts kernel launches."""
     build = build_dir()
     compiler = nvcc()
     cuda_lib = os.environ.get("CUDA_LIBRARY_DIR") or (
         str(pathlib.Path(compiler).resolve().parent.parent / "lib64") if compiler else "/usr/local/cuda/lib64")
     search = [str(build / "simcuda"), str(build / "tests/torch/stubs"), cuda_lib]
     return {"LD_LIBRARY_PATH": os.pathsep.join(search),
-            "LD_PRELOAD": str(build / "tests/torch/libkernel_launch_shim.so"),
             "SIMCUDA_MEMORY": os.environ.get("SIMCUDA_MEMORY", DEFAULT_SIMCUDA_MEMORY)}
 
 

@@ -5,7 +5,7 @@
 # with no PYTHONPATH and no FRAGLESS_* variable: fragless and its libraries come from the
 # installed package. Also checks `python -m fragless` and the fragless-stats console script.
 #   tests/install/python_package.sh BUILD_DIR WORK_DIR
-# BUILD_DIR: a built default tree (simcuda, the stand-in libraries and launch shim of
+# BUILD_DIR: a built default tree (simcuda, the stand-in libraries of
 # tests/torch). Packages come from pip's cache once scripts/setup.sh has fetched them.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -37,8 +37,7 @@ unset PYTHONPATH FRAGLESS_TORCH_LIBRARY FRAGLESS_LIBRARY
 cuda_lib_dir=$(sed -n 's/^FRAGLESS_CUDA_LIBRARY_DIR:INTERNAL=//p' "$build/CMakeCache.txt")
 # On simcuda, with the stand-ins for NVIDIA libraries this machine may lack (tests/torch).
 on_simcuda() {
-  env LD_LIBRARY_PATH="$build/simcuda:$build/tests/torch/stubs:$cuda_lib_dir" \
-    LD_PRELOAD="$build/tests/torch/libkernel_launch_shim.so" "$@"
+  env LD_LIBRARY_PATH="$build/simcuda:$build/tests/torch/stubs:$cuda_lib_dir" "$@"
 }
 about=$(on_simcuda "$venv/bin/python" -m fragless)
 printf '%s\n' "$about"
