@@ -120,6 +120,11 @@ class device_cache {
   // After a large free or a slab's return: the release threshold and automatic compaction.
   void release_after_free_locked() noexcept;
   void process_pending_locked(bool device_synchronized) noexcept;
+  // Completes the entries of `pending` whose events completed (all of them when the device
+  // was synchronized): releases their events, calls complete(entry), keeps the others in
+  // order. The caller holds the lock that guards `pending`.
+  template <typename Pending, typename Complete>
+  void complete_pending(std::vector<Pending>& pending, bool device_synchronized, Complete&& complete) noexcept;
   std::size_t release_cache_locked(std::size_t bytes_to_keep) noexcept;
   bool synchronize_locked() noexcept;
   // Completes what can complete (everything, after a synchronization) and returns empty

@@ -155,36 +155,9 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
   stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
 }
 
-// Holds device_mutex_.
-void device_cache::process_pending_locked(bool device_synchronized) noexcept {
-  if (device_synchronized) pending_need_sync_ = false;
-  auto keep = pending_large_.begin();
-  for (auto at = pending_large_.begin(); at != pending_large_.end(); ++at) {
-    if (!device_synchronized && !events_complete(at->events)) {
-      if (keep != at) *keep = std::move(*at);
-      ++keep;
-      continue;
-    }
-    for (void* event : at->events) events_.release(event);
-    stream_set streams;
-    if (!device_synchronized) {
-      try {
-        streams = stream_set(at->stream);
-      } catch (...) {
-      }
-    }
-    large_.release(at->address, at->size_bytes, streams);
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-    stats_.active[pool_large].decrease(1);
-    stats_.active_bytes[pool_large].decrease(as_signed(at->size_bytes));
-  }
-  pending_large_.erase(keep, pending_large_.end());
-}
-
-// Holds the shard's mutex. Surplus-empty slabs are unlinked and handed to the caller.
-void device_cache::process_pending_small(stream_shard& shard, bool device_synchronized,
-                                         std::vector<slab*>* surplus) noexcept {
-  auto& pending = shard.pending();
+template <typename Pending, typename Complete>
+void device_cache::complete_pending(std::vector<Pending>& pending, bool device_synchronized,
+                                    Complete&& complete) noexcept {
   auto keep = pending.begin();
   for (auto at = pending.begin(); at != pending.end(); ++at) {
     if (!device_synchronized && !events_complete(at->events)) {
@@ -193,7 +166,34 @@ void device_cache::process_pending_small(stream_shard& shard, bool device_synchr
       continue;
     }
     for (void* event : at->events) events_.release(event);
-    slab* released = shard.free_object(at->owner, at->slot);
+    complete(*at);
+  }
+  pending.erase(keep, pending.end());
+}
+
+// Holds device_mutex_.
+void device_cache::process_pending_locked(bool device_synchronized) noexcept {
+  if (device_synchronized) pending_need_sync_ = false;
+  complete_pending(pending_large_, device_synchronized, [&](const pending_large& done) {
+    stream_set streams;
+    if (!device_synchronized) {
+      try {
+        streams = stream_set(done.stream);
+      } catch (...) {
+      }
+    }
+    large_.release(done.address, done.size_bytes, streams);
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    stats_.active[pool_large].decrease(1);
+    stats_.active_bytes[pool_large].decrease(as_signed(done.size_bytes));
+  });
+}
+
+// Holds the shard's mutex. Surplus-empty slabs are unlinked and handed to the caller.
+void device_cache::process_pending_small(stream_shard& shard, bool device_synchronized,
+                                         std::vector<slab*>* surplus) noexcept {
+  complete_pending(shard.pending(), device_synchronized, [&](const pending_object& done) {
+    slab* released = shard.free_object(done.owner, done.slot);
     if (released != nullptr) {
       try {
         surplus->push_back(released);
@@ -201,9 +201,8 @@ void device_cache::process_pending_small(stream_shard& shard, bool device_synchr
       }
     }
     shard.counters().active.subtract(1);
-    shard.counters().active_bytes.subtract(as_signed(at->size_bytes));
-  }
-  pending.erase(keep, pending.end());
+    shard.counters().active_bytes.subtract(as_signed(done.size_bytes));
+  });
 }
 
 }  // namespace fragless::core

@@ -19,32 +19,35 @@ std::int64_t floor_divide(std::int64_t value, std::int64_t divisor) {
   return quotient;
 }
 
-// "%6d UNIT": the unit chosen from the row's reference value (the "all" row), as PyTorch.
-std::string format_size(std::int64_t value, std::int64_t reference) {
-  static constexpr const char* prefixes[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+// PyTorch's scaling: the prefix is chosen from the row's reference value (the "all" row):
+// divide by `base` while the reference is at least `limit` and a larger prefix is left.
+// `value` is divided the same number of times (rounding down); returns the prefix index.
+std::size_t scale_down(std::int64_t& value, std::int64_t reference, std::int64_t base, double limit,
+                       std::size_t prefix_count) {
   std::size_t prefix = 0;
   double reference_value = static_cast<double>(reference);
-  for (std::size_t next = 1; next < 6; ++next) {
-    if (reference_value < 768 * 1024) break;
+  for (std::size_t next = 1; next < prefix_count; ++next) {
+    if (reference_value < limit) break;
     prefix = next;
-    value = floor_divide(value, 1024);
-    reference_value /= 1024;
+    value = floor_divide(value, base);
+    reference_value /= static_cast<double>(base);
   }
+  return prefix;
+}
+
+// "%6d UNIT", as PyTorch's _format_size.
+std::string format_size(std::int64_t value, std::int64_t reference) {
+  static constexpr const char* prefixes[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  const std::size_t prefix = scale_down(value, reference, 1024, 768 * 1024, 6);
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%6lld %s", static_cast<long long>(value), prefixes[prefix]);
   return buffer;
 }
 
+// "%7d P ", as PyTorch's _format_count.
 std::string format_count(std::int64_t value, std::int64_t reference) {
   static constexpr const char* prefixes[] = {" ", "K", "M"};
-  std::size_t prefix = 0;
-  double reference_value = static_cast<double>(reference);
-  for (std::size_t next = 1; next < 3; ++next) {
-    if (reference_value < 750 * 1000) break;
-    prefix = next;
-    value = floor_divide(value, 1000);
-    reference_value /= 1000;
-  }
+  const std::size_t prefix = scale_down(value, reference, 1000, 750 * 1000, 3);
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%7lld %s ", static_cast<long long>(value), prefixes[prefix]);
   return buffer;
