@@ -187,7 +187,7 @@ TEST_CASE("a failed unmap is reported, and the page goes at the next release", "
   reset_simcuda();
   void* stream = create_stream(0);
   {
-    auto instance = make_simcuda_allocator(core::cache_settings{true, 2.0, false});
+    auto instance = make_simcuda_allocator(core::cache_settings::for_backend(true));
     core::device_cache& cache = instance->device(0);
     void* block = instance->allocate(std::size_t{6} << 20, 0, stream);
     instance->deallocate(block);
