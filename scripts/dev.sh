@@ -17,6 +17,15 @@ shift || true
 # shellcheck source=pins.env
 source scripts/pins.env
 
+# With ccache (setup.sh installs it) the extra builds of `test` (oldest torch, CUDA wheels)
+# reuse the default build's objects: same sources and flags; NOHASHDIR so that the build
+# directory, named in debug info, does not tell them apart.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+fi
+
 build() {
   local preset=$1
   cmake --preset "$preset" >/dev/null
