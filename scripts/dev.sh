@@ -55,11 +55,11 @@ test_oldest_torch() {
 
 case "$what" in
   main)
-    bash scripts/setup.sh
-    build default
     # The first line says where the benchmark runs (scripts/detect_device.sh).
     device=$(bash scripts/detect_device.sh)
     echo "device: $device"
+    bash scripts/setup.sh
+    build default
     mkdir -p build/bench-report
     echo "$device" >build/bench-report/device.txt
     case "$device" in
