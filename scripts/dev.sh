@@ -20,6 +20,15 @@ shift || true
 # shellcheck source=pins.env
 source scripts/pins.env
 
+# With ccache (setup.sh installs it) the extra builds of `test` (oldest torch, CUDA wheels)
+# reuse the default build's objects: same sources and flags; NOHASHDIR so that the build
+# directory, named in debug info, does not tell them apart.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+fi
+
 build() {
   local preset=$1
   cmake --preset "$preset" >/dev/null
@@ -49,11 +58,11 @@ test_oldest_torch() {
 
 case "$what" in
   main)
-    bash scripts/setup.sh
-    build default
     # The first line says where the benchmark runs (scripts/detect_device.sh).
     device=$(bash scripts/detect_device.sh)
     echo "device: $device"
+    bash scripts/setup.sh
+    build default
     mkdir -p build/bench-report
     echo "$device" >build/bench-report/device.txt
     case "$device" in

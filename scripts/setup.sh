@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up: installs what the build needs and is missing, and nothing else.
-#  - Debian packages: Catch2, spdlog (with fmt), clang + libFuzzer runtime.
+#  - Debian packages: Catch2, spdlog (with fmt), clang + libFuzzer runtime, ccache (the
+#    extra builds of scripts/dev.sh test reuse the default build's objects).
 #  - A project-local virtual environment (.venv) holding the pinned torch wheel,
 #    installed with --no-deps: we load only libc10 / libc10_cuda and the headers; plus
 #    torch's Python dependencies and pytest (the Python tests) and scikit-build-core (the
@@ -19,7 +20,7 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 
 need_apt=()
 # clang-14 + libclang-rt-14-dev: libFuzzer for the parser fuzzers.
-for pkg in catch2 libspdlog-dev libfmt-dev clang-14 libclang-rt-14-dev; do
+for pkg in catch2 libspdlog-dev libfmt-dev clang-14 libclang-rt-14-dev ccache; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
