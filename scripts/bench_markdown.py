@@ -15,7 +15,7 @@ import json
 import math
 import sys
 
-ALLOCATORS = ["fragless", "fragless[noplan]", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded"]
+ALLOCATORS = ["fragless", "fragless[noplan]", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable", "cudamalloc", "pytorch-recorded", "ideal-packer"]
 REPLAYED = ["fragless", "pytorch", "pytorch-expandable"]
 STEADY = ["fragless", "fragless[noplan]", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable"]
 

@@ -28,12 +28,14 @@ struct input_facts {
   std::uint64_t recorded_calls = 0;
   std::string notes;
   result_row packer;
+  std::uint64_t recorded_wall_ns = 0;
 };
 
 input_facts facts_of(const traces::trace& t, std::size_t max_events) {
   input_facts facts;
   facts.events = max_events == 0 ? t.events.size() : std::min(max_events, t.events.size());
   facts.capped = facts.events < t.events.size();
+  if (!facts.capped) facts.recorded_wall_ns = t.recorded_wall_ns;
   facts.ideal = compute_ideal(t, facts.events);
   for (const std::string& note : t.notes) facts.notes += (facts.notes.empty() ? "" : "; ") + note;
   if (facts.capped) {
@@ -236,6 +238,9 @@ std::vector<result_row> run_matrix(const std::vector<bench_input>& inputs, const
     for (const auto& [allocator, configuration] : allocators) {
       progress.advance(input.display + " / " + allocator);
       result_row row = replay_row(input, allocator, configuration, options, f.ideal.ideal_bytes, prices);
+      if (row.estimated_steady_pass_ns && f.recorded_wall_ns != 0) {
+        row.estimated_steady_fraction_of_wall = *row.estimated_steady_pass_ns / static_cast<double>(f.recorded_wall_ns);
+      }
       row.notes = f.notes + (f.notes.empty() || row.notes.empty() ? "" : "; ") + row.notes;
       if (row.status == "not built") {
         rows.push_back(std::move(row));

@@ -18,6 +18,8 @@ const std::vector<row_field>& row_fields() {
       {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
       {"estimated_first_pass_ns", "est. 1st pass", field_kind::nanoseconds, nullptr, &r::estimated_first_pass_ns},
       {"estimated_steady_pass_ns", "est. steady", field_kind::nanoseconds, nullptr, &r::estimated_steady_pass_ns},
+      {"estimated_steady_fraction_of_wall", "est./wall", field_kind::ratio, nullptr,
+       &r::estimated_steady_fraction_of_wall},
       {"syncs", "syncs", field_kind::count, nullptr, &r::syncs},
       {"ooms", "OOMs", field_kind::count, nullptr, &r::ooms},
       {"max_fitting_batch", "max batch", field_kind::count, nullptr, &r::max_fitting_batch},

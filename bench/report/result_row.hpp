@@ -27,6 +27,8 @@ struct result_row {
   // Note [Cost model]: host time + device calls at their prices, first and last repetition.
   std::optional<double> estimated_first_pass_ns;
   std::optional<double> estimated_steady_pass_ns;
+  // The steady pass's estimate over the trace's recorded wall time (timestamped snapshots).
+  std::optional<double> estimated_steady_fraction_of_wall;
   std::optional<double> reserved_minus_allocated_at_peak_bytes;
   std::optional<double> peak_live_bytes;
   std::optional<double> device_allocs;

@@ -33,6 +33,7 @@ struct device_event {
   std::uint64_t address = 0;
   std::uint64_t size_bytes = 0;
   std::uint64_t stream = 0;
+  std::int64_t time_us = -1;  // the event's timestamp, -1 when the snapshot has none
 };
 
 }  // namespace
@@ -96,6 +97,8 @@ trace read_snapshot(std::string_view bytes, const std::string& name, snapshot_fa
       ev.size_bytes = as_u64(e.find("size"), where, "size");
       const pickle_value* stream = e.find("stream");
       ev.stream = (stream != nullptr && stream->is_int()) ? static_cast<std::uint64_t>(stream->int_value) : 0;
+      const pickle_value* time = e.find("time_us");
+      if (time != nullptr && time->is_int() && time->int_value >= 0) ev.time_us = time->int_value;
       if (ev.action == "free_completed") has_free_completed = true;
       events.push_back(std::move(ev));
     }
@@ -184,6 +187,14 @@ trace read_snapshot(std::string_view bytes, const std::string& name, snapshot_fa
     }
     replay_index_after[i] = result.events.size();  // events replayed up to and including i
   }
+  // Note [Cost model]: the window's recorded wall time, when events carry timestamps.
+  std::int64_t first_us = -1, last_us = -1;
+  for (const device_event& ev : events) {
+    if (ev.time_us < 0) continue;
+    if (first_us < 0 || ev.time_us < first_us) first_us = ev.time_us;
+    last_us = std::max(last_us, ev.time_us);
+  }
+  if (first_us >= 0 && last_us > first_us) result.recorded_wall_ns = static_cast<std::uint64_t>(last_us - first_us) * 1000;
   facts.replay_end_live_bytes = builder.live_bytes();
   facts.seeding_consistent = facts.replay_end_live_bytes == facts.dump_live_bytes;
 

@@ -47,6 +47,9 @@ struct trace {
   std::vector<recorded_point> recorded_reserved;
   std::uint64_t recorded_segment_allocs = 0;  // segment_alloc / segment_map events in the window
   std::uint64_t recorded_segment_frees = 0;   // segment_free / segment_unmap events in the window
+  // Wall time between the window's first and last event, from snapshot timestamps
+  // (time_us); 0 when the source has none. Not kept by the text format.
+  std::uint64_t recorded_wall_ns = 0;
 };
 
 class trace_error : public std::runtime_error {
