@@ -449,7 +449,7 @@ TEST_CASE("list --watch redraws a bounded number of times; device memory columns
   CHECK(text.out.find("DEV FREE") != std::string::npos);
   // Tests run with simcuda's libnvidia-ml.so.1 on the library path: 80 GiB devices by default.
   if (std::getenv("SIMCUDA_MEMORY") == nullptr)
-    CHECK(text.out.find(cli::human_bytes(static_cast<double>(std::uint64_t{80} << 30))) != std::string::npos);
+    CHECK(text.out.find(format_bytes_readable(std::uint64_t{80} << 30)) != std::string::npos);
   const auto lines = run_cli({"--json", "--watch", "0.05", "--count", "2"});
   CHECK(count_lines_starting(lines.out, "{\"schema\":\"fragless.process_list/1\"") == 2);
   CHECK(run_cli({"list", "--count", "2"}).exit_code == 2);
