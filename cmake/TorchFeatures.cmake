@@ -6,13 +6,16 @@
 #   FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER OomRejectionObserver, attachOomRejectionObserver
 #   FRAGLESS_TORCH_HAS_CAPTURE_MARKS         virtual CUDAAllocator::markCaptureBegin/End
 #   FRAGLESS_TORCH_HAS_ANNOTATE_ENTRY        TraceEntry::ANNOTATE
+#   FRAGLESS_TORCH_HAS_CONTEXT_FOR_POINTER   virtual CUDAAllocator::getContextForPointer
+#   FRAGLESS_TORCH_HAS_USER_METADATA_SUPPORT virtual CUDAAllocator::supportsUserMetadata
 # Invariant: the results belong to the torch headers they were computed from; a different
 # FRAGLESS_TORCH_DIR or version recomputes them.
 include(CheckCXXSourceCompiles)
 include(CMakePushCheckState)
 
 set(_fragless_torch_features
-  OOM_REJECTIONS OOM_REJECTION_OBSERVER CAPTURE_MARKS ANNOTATE_ENTRY)
+  OOM_REJECTIONS OOM_REJECTION_OBSERVER CAPTURE_MARKS ANNOTATE_ENTRY CONTEXT_FOR_POINTER
+  USER_METADATA_SUPPORT)
 set(_fragless_torch_features_key "${FRAGLESS_TORCH_DIR}@${FRAGLESS_TORCH_VERSION}")
 if(NOT "${_FRAGLESS_TORCH_FEATURES_KEY}" STREQUAL "${_fragless_torch_features_key}")
   foreach(feature ${_fragless_torch_features})
@@ -46,6 +49,16 @@ int main() { return 0; }"
 check_cxx_source_compiles("${_allocator_header}
 int main() { return static_cast<int>(c10::CachingDeviceAllocator::TraceEntry::ANNOTATE); }"
   FRAGLESS_TORCH_HAS_ANNOTATE_ENTRY)
+check_cxx_source_compiles("${_allocator_header}
+struct probe : ca::CUDAAllocator {
+  std::shared_ptr<c10::GatheredContext> getContextForPointer(const void*) override { return nullptr; }
+};
+int main() { return 0; }"
+  FRAGLESS_TORCH_HAS_CONTEXT_FOR_POINTER)
+check_cxx_source_compiles("${_allocator_header}
+struct probe : ca::CUDAAllocator { bool supportsUserMetadata() override { return true; } };
+int main() { return 0; }"
+  FRAGLESS_TORCH_HAS_USER_METADATA_SUPPORT)
 cmake_pop_check_state()
 set(CMAKE_TRY_COMPILE_TARGET_TYPE "${_saved_target_type}")
 

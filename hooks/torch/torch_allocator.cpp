@@ -347,11 +347,15 @@ void torch_allocator::describe_blocks(c10::CachingDeviceAllocator::SegmentInfo& 
 
 bool torch_allocator::isHistoryEnabled() { return history_.enabled(); }
 
+#if FRAGLESS_TORCH_HAS_CONTEXT_FOR_POINTER
 std::shared_ptr<c10::GatheredContext> torch_allocator::getContextForPointer(const void* pointer) {
   return history_.context_of(pointer);
 }
+#endif
 
+#if FRAGLESS_TORCH_HAS_USER_METADATA_SUPPORT
 bool torch_allocator::supportsUserMetadata() { return true; }
+#endif
 
 void torch_allocator::setUserMetadata(const std::string& metadata) { trace_history::set_user_metadata(metadata); }
 

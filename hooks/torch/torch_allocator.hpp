@@ -43,6 +43,10 @@
 //    real capture does that.
 //  - TraceEntry::ANNOTATE (HAS_ANNOTATE_ENTRY): one more action name in trace_history; the
 //    adapter records no annotations, so only the name table changes.
+//  - virtual getContextForPointer (HAS_CONTEXT_FOR_POINTER) and supportsUserMetadata
+//    (HAS_USER_METADATA_SUPPORT): newer hooks into the history the adapter keeps anyway.
+//    Without them (2.11) torch never asks, and set/getUserMetadata (virtual in every
+//    supported release) still stamp and read the metadata.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -116,8 +120,12 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
   void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn context_recorder,
                      std::size_t alloc_trace_max_entries, c10::CachingDeviceAllocator::RecordContext when,
                      bool clear_history, const std::vector<std::string>& skip_actions) override;
+#if FRAGLESS_TORCH_HAS_CONTEXT_FOR_POINTER
   std::shared_ptr<c10::GatheredContext> getContextForPointer(const void* pointer) override;
+#endif
+#if FRAGLESS_TORCH_HAS_USER_METADATA_SUPPORT
   bool supportsUserMetadata() override;
+#endif
   void setUserMetadata(const std::string& metadata) override;
   std::string getUserMetadata() override;
   void attachOutOfMemoryObserver(c10_allocator::OutOfMemoryObserver observer) override;

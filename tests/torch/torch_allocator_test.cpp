@@ -439,7 +439,8 @@ TEST_CASE("torch versions: the detected API matches the torch built against") {
   constexpr int minor = TORCH_VERSION_MINOR;
   INFO("torch " << TORCH_VERSION);
   const bool detected[] = {FRAGLESS_TORCH_HAS_OOM_REJECTIONS != 0, FRAGLESS_TORCH_HAS_OOM_REJECTION_OBSERVER != 0,
-                           FRAGLESS_TORCH_HAS_CAPTURE_MARKS != 0, FRAGLESS_TORCH_HAS_ANNOTATE_ENTRY != 0};
+                           FRAGLESS_TORCH_HAS_CAPTURE_MARKS != 0, FRAGLESS_TORCH_HAS_ANNOTATE_ENTRY != 0,
+                           FRAGLESS_TORCH_HAS_CONTEXT_FOR_POINTER != 0, FRAGLESS_TORCH_HAS_USER_METADATA_SUPPORT != 0};
   for (const bool has : detected) {
     if (minor >= 15) CHECK(has);
     if (minor <= 11) CHECK_FALSE(has);
