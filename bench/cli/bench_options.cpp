@@ -65,6 +65,16 @@ usage:
   fragless-bench convert IN -o OUT           convert any input (a file, or builtin:SPEC) to the
                                              fragless-trace text format
   fragless-bench micro [args]                micro benchmarks (when built)
+  fragless-bench generate FAMILY --seed N -o OUT
+                                             write one generated corpus workload as a
+                                             fragless-trace file
+  fragless-bench corpus --seeds N [options]  replay N seeds of every corpus family through
+                                             every allocator and the idealized packer;
+                                             per-family and overall tables (markdown with
+                                             --markdown, rows with --json)
+  fragless-bench calibrate -o OUT            measure the host cost of each device call on
+                                             this device (several sizes, medians) and write
+                                             a cost table (--cost-table reads it)
 
 options:
   --allocators LIST      comma list of fragless, pytorch, pytorch-expandable, cudamalloc
@@ -87,6 +97,14 @@ options:
   --progress             progress bar on stderr even when it is not a terminal
   --timeout SECONDS      per child replay (default 600)
   --no-table             do not print the table on stdout
+  --cost-table FILE      device-call prices for the estimated allocator time (default: the
+                         compiled-in bench/cost/device_call_costs.txt)
+  --seeds N              corpus: seeds per family (default 20)
+  --first-seed N         corpus: first seed (default 1)
+  --families LIST        corpus: comma list of families (default: all)
+  --seed N               generate: the seed (default 1)
+  --jobs N               corpus: replays at once (default 2)
+  --markdown PATH        corpus: write the per-family tables as markdown
   --verbose              show the replay processes' stderr (allocator and simcuda messages);
                          otherwise only a failed replay's last stderr line, in its status
 )";
@@ -96,7 +114,8 @@ bench_options parse_bench_options(int argc, char** argv) {
   bench_options options;
   if (argc < 2) throw std::invalid_argument("missing command");
   options.command = argv[1];
-  static const std::vector<std::string> commands = {"main", "replay", "builtin", "convert", "replay-one", "micro"};
+  static const std::vector<std::string> commands = {"main", "replay", "builtin", "convert", "replay-one", "micro",
+                                                    "generate", "corpus", "calibrate"};
   bool known = false;
   for (const std::string& c : commands) known = known || c == options.command;
   if (!known) throw std::invalid_argument("unknown command '" + options.command + "'");
@@ -133,6 +152,13 @@ bench_options parse_bench_options(int argc, char** argv) {
     else if (argument == "--no-table") options.no_table = true;
     else if (argument == "--verbose") options.verbose = true;
     else if (argument == "--timeout") options.timeout_seconds = static_cast<int>(parse_count(argument, value(), 86400));
+    else if (argument == "--cost-table") options.cost_table_path = value();
+    else if (argument == "--seeds") options.seeds = parse_count(argument, value(), 1'000'000);
+    else if (argument == "--first-seed") options.first_seed = parse_count(argument, value(), UINT32_MAX);
+    else if (argument == "--seed") options.seed = parse_count(argument, value(), UINT32_MAX);
+    else if (argument == "--families") options.families = split_commas(value());
+    else if (argument == "--jobs") options.jobs = static_cast<int>(parse_count(argument, value(), 64));
+    else if (argument == "--markdown") options.markdown_path = value();
     else if (argument == "--source") options.source = value();
     else if (argument == "--allocator") options.allocator = value();
     else if (argument == "--configuration") options.configuration = value();
@@ -144,6 +170,7 @@ bench_options parse_bench_options(int argc, char** argv) {
     }
   }
   if (options.repetitions < 1) throw std::invalid_argument("--repetitions must be at least 1");
+  if (options.jobs < 1) throw std::invalid_argument("--jobs must be at least 1");
   if (options.smoke) {
     options.repetitions = 1;
     if (options.max_events == 0) options.max_events = 20000;

@@ -28,6 +28,15 @@ struct bench_options {
   bool no_table = false;
   bool verbose = false;  // children's stderr (allocator warnings, simcuda messages) shown
   int timeout_seconds = 600;
+  // Note [Cost model]: prices of device calls (empty = the compiled-in default table).
+  std::string cost_table_path;
+  // corpus / generate.
+  std::uint64_t seeds = 0;               // corpus: seeds per family
+  std::uint64_t first_seed = 1;          // corpus: seeds first_seed .. first_seed + seeds - 1
+  std::uint64_t seed = 1;                // generate
+  std::vector<std::string> families;     // corpus: empty = every family
+  int jobs = 2;                          // corpus: replays run at once
+  std::string markdown_path;             // corpus: the per-family tables as markdown
   // replay-one only.
   std::string source, allocator, configuration;
 };

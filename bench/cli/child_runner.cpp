@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <fcntl.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,11 +21,6 @@ extern char** environ;
 namespace fragless::bench {
 
 namespace {
-
-// Device functions charged by --device-call-ns.
-constexpr const char* costed_functions[] = {"cudaMalloc", "cudaFree", "cuMemCreate", "cuMemRelease",
-                                            "cuMemMap", "cuMemUnmap", "cuMemAddressReserve",
-                                            "cuMemAddressFree", "cuMemSetAccess"};
 
 std::string self_path() {
   char buffer[4096];
@@ -92,6 +88,13 @@ std::string encode_outcome(const replay_outcome& o, const std::string& unavailab
       << "device_unmaps\t" << o.calls.unmaps << "\n"
       << "syncs\t" << o.calls.syncs << "\n"
       << "steady_calls\t" << o.steady_calls << "\n";
+  // Note [Cost model]: the two priced passes, "pass NAME host obtained returned calls...".
+  for (const auto& [name, pass] : {std::pair<const char*, const pass_activity*>{"first", &o.first_pass},
+                                   std::pair<const char*, const pass_activity*>{"steady", &o.steady_pass}}) {
+    out << "pass\t" << name << "\t" << pass->host_ns << "\t" << pass->obtained_bytes << "\t" << pass->returned_bytes;
+    for (std::uint64_t calls : pass->calls) out << "\t" << calls;
+    out << "\n";
+  }
   for (const timeline_point& p : o.timeline) {
     out << "point\t" << p.event << "\t" << p.live_bytes << "\t" << p.reserved_bytes << "\n";
   }
@@ -128,7 +131,15 @@ child_result decode_outcome(const std::string& text) {
       else if (key == "device_unmaps") o.calls.unmaps = std::stoull(value);
       else if (key == "syncs") o.calls.syncs = std::stoull(value);
       else if (key == "steady_calls") o.steady_calls = std::stoll(value);
-      else if (key == "point") {
+      else if (key == "pass") {
+        std::istringstream fields(value);
+        std::string name;
+        pass_activity pass;
+        fields >> name >> pass.host_ns >> pass.obtained_bytes >> pass.returned_bytes;
+        for (std::uint64_t& calls : pass.calls) fields >> calls;
+        if (!fields) throw std::invalid_argument("bad pass line");
+        (name == "first" ? o.first_pass : o.steady_pass) = pass;
+      } else if (key == "point") {
         timeline_point p;
         std::istringstream fields(value);
         fields >> p.event >> p.live_bytes >> p.reserved_bytes;
@@ -146,7 +157,7 @@ child_result decode_outcome(const std::string& text) {
 child_result run_child(const child_request& request) {
   int pipe_fds[2];
   child_result failed;
-  if (::pipe(pipe_fds) != 0) {
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {  // CLOEXEC: the corpus forks from several threads
     failed.outcome.status = "failed: pipe: " + std::string(std::strerror(errno));
     return failed;
   }
@@ -234,7 +245,7 @@ int replay_one_main(const child_request& request) {
       outcome.status = "failed: cannot set device capacity (simcuda control API missing)";
     } else {
       if (request.device_call_ns != 0) {
-        for (const char* name : costed_functions) counters.set_call_cost_ns(name, request.device_call_ns);
+        for (const char* name : costed_functions()) counters.set_call_cost_ns(name, request.device_call_ns);
       }
       peer_creation peer = create_peer(request.allocator, request.configuration);
       if (!peer.allocator) {

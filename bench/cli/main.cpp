@@ -3,6 +3,9 @@
 // file written; a replay failure or a detected overlap gives a complete report and exit 1.
 #include "bench_options.hpp"
 #include "child_runner.hpp"
+#include "corpus_command.hpp"
+#include "cost/calibrate_backend.hpp"
+#include "replay/device_counters.hpp"
 #include "report/outputs.hpp"
 #include "run_matrix.hpp"
 #include "trace_sources.hpp"
@@ -14,6 +17,7 @@
 #include "micro/micro.hpp"
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -97,6 +101,26 @@ int run_command(const bench_options& options, int argc, char** argv) {
     std::cerr << "fragless-bench: micro benchmarks are not built\n";
     return 2;
 #endif
+  }
+  if (options.command == "generate") return run_generate(options);
+  if (options.command == "corpus") {
+    std::string command_line = "fragless-bench";
+    for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+    return run_corpus(options, command_line);
+  }
+  if (options.command == "calibrate") {
+    if (options.output_path.empty()) throw std::invalid_argument("calibrate needs -o OUT");
+    const bool simulated = device_counters().available();
+    calibration measured = calibrate_device_calls(std::max(3, options.repetitions * 3 + 2));
+    if (!measured.error.empty()) throw std::runtime_error("calibrate: " + measured.error);
+    measured.table.device = simulated ? "simcuda (host-memory emulation, not a GPU: these are simcuda's figures)"
+                                      : measured.device;
+    const std::string header =
+        std::string("Measured by `fragless-bench calibrate`: median host ns per call, per size.\n") +
+        (simulated ? "WARNING: measured on simcuda, not on a GPU. Do not use these prices for estimates.\n" : "");
+    write_file_atomically(options.output_path, format_cost_table(measured.table, header));
+    std::cerr << "fragless-bench: wrote " << options.output_path << " (" << measured.table.device << ")\n";
+    return 0;
   }
   if (options.command == "convert") {
     if (options.positional.size() != 1 || options.output_path.empty()) {

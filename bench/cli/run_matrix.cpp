@@ -3,6 +3,7 @@
 
 #include "child_runner.hpp"
 #include "replay/ideal.hpp"
+#include "replay/ideal_packer.hpp"
 #include "replay/replay_allocator.hpp"
 #include "report/progress_bar.hpp"
 #include "trace_sources.hpp"
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 
 namespace fragless::bench {
 
@@ -25,6 +27,7 @@ struct input_facts {
   std::uint64_t recorded_peak_bytes = 0;
   std::uint64_t recorded_calls = 0;
   std::string notes;
+  result_row packer;
 };
 
 input_facts facts_of(const traces::trace& t, std::size_t max_events) {
@@ -60,7 +63,7 @@ input_facts facts_of(const traces::trace& t, std::size_t max_events) {
   return facts;
 }
 
-void fill_from_outcome(result_row& row, const child_result& child, const input_facts& facts) {
+void fill_from_outcome(result_row& row, const child_result& child, std::uint64_t ideal_bytes, const cost_table& prices) {
   const replay_outcome& o = child.outcome;
   row.status = o.status;
   if (o.status == "unavailable") {
@@ -73,8 +76,7 @@ void fill_from_outcome(result_row& row, const child_result& child, const input_f
     row.notes += (row.notes.empty() ? "" : "; ") + std::string("first failed allocation at ") + o.first_failure;
   }
   row.peak_reserved_bytes = static_cast<double>(o.peak_reserved_bytes);
-  row.ratio_to_ideal = facts.ideal.ideal_bytes == 0 ? 0.0
-                                                    : static_cast<double>(o.peak_reserved_bytes) / static_cast<double>(facts.ideal.ideal_bytes);
+  row.ratio_to_ideal = ideal_bytes == 0 ? 0.0 : static_cast<double>(o.peak_reserved_bytes) / static_cast<double>(ideal_bytes);
   row.reserved_minus_allocated_at_peak_bytes = static_cast<double>(o.reserved_minus_allocated_at_peak_bytes);
   row.peak_live_bytes = static_cast<double>(o.peak_live_bytes);
   row.host_ns_per_op = o.host_ns_per_op;
@@ -89,6 +91,8 @@ void fill_from_outcome(result_row& row, const child_result& child, const input_f
     row.syncs = static_cast<double>(o.calls.syncs);
     if (o.steady_calls >= 0) row.steady_calls = static_cast<double>(o.steady_calls);
     row.device_used_peak_bytes = static_cast<double>(o.device_used_peak_bytes);
+    row.estimated_first_pass_ns = estimated_allocator_ns(o.first_pass, prices);
+    if (o.steady_calls >= 0) row.estimated_steady_pass_ns = estimated_allocator_ns(o.steady_pass, prices);
   }
   row.timeline = o.timeline;
 }
@@ -154,6 +158,44 @@ std::uint64_t max_fitting_batch(const workload_spec& base, const std::string& al
 
 }  // namespace
 
+cost_table selected_cost_table(const bench_options& options) {
+  if (options.cost_table_path.empty()) return default_cost_table();
+  std::vector<std::string> warnings;
+  cost_table table = load_cost_table(options.cost_table_path, warnings);
+  for (const std::string& warning : warnings) std::cerr << "fragless-bench: warning: " << warning << "\n";
+  return table;
+}
+
+result_row replay_row(const bench_input& input, const std::string& allocator, const std::string& configuration,
+                      const bench_options& options, std::uint64_t ideal_bytes, const cost_table& prices) {
+  result_row row;
+  row.trace = input.display;
+  row.allocator = allocator;
+  row.ideal_bytes = static_cast<double>(ideal_bytes);
+  if (!peer_is_built(allocator)) {
+    row.status = "not built";
+    return row;
+  }
+  fill_from_outcome(row, run_child(request_for(input, allocator, configuration, options)), ideal_bytes, prices);
+  return row;
+}
+
+result_row packer_row(const std::string& display, const traces::trace& t, std::size_t event_limit,
+                      std::uint64_t ideal_bytes) {
+  const packer_summary packed = run_ideal_packer(t, event_limit);
+  result_row row;
+  row.trace = display;
+  row.allocator = packer_row_name;
+  row.ideal_bytes = static_cast<double>(ideal_bytes);
+  row.peak_reserved_bytes = static_cast<double>(packed.peak_mapped_bytes);
+  row.ratio_to_ideal = ideal_bytes == 0 ? 0.0 : static_cast<double>(packed.peak_mapped_bytes) / static_cast<double>(ideal_bytes);
+  row.device_maps = static_cast<double>(packed.page_maps);
+  row.device_unmaps = static_cast<double>(packed.page_unmaps);
+  row.device_calls = static_cast<double>(packed.page_maps + packed.page_unmaps);
+  row.notes = "reference, not a replay: best fit in one unbounded range, a 2 MiB page mapped while a block touches it";
+  return row;
+}
+
 std::vector<std::pair<std::string, std::string>> requested_allocators(const bench_options& options) {
   std::vector<std::pair<std::string, std::string>> allocators;
   const std::vector<std::string> names = options.allocators.empty() ? default_peer_names() : options.allocators;
@@ -176,7 +218,12 @@ std::vector<result_row> run_matrix(const std::vector<bench_input>& inputs, const
   // Load and validate everything first: a bad input stops the run before anything is written.
   std::vector<input_facts> facts;
   facts.reserve(inputs.size());
-  for (const bench_input& input : inputs) facts.push_back(facts_of(load_source(input.source), options.max_events));
+  for (const bench_input& input : inputs) {
+    const traces::trace t = load_source(input.source);
+    facts.push_back(facts_of(t, options.max_events));
+    facts.back().packer = packer_row(input.display, t, options.max_events, facts.back().ideal.ideal_bytes);
+  }
+  const cost_table prices = selected_cost_table(options);
 
   const auto allocators = requested_allocators(options);
   const bool fit = options.max_fit;
@@ -188,23 +235,19 @@ std::vector<result_row> run_matrix(const std::vector<bench_input>& inputs, const
     const input_facts& f = facts[i];
     for (const auto& [allocator, configuration] : allocators) {
       progress.advance(input.display + " / " + allocator);
-      result_row row;
-      row.trace = input.display;
-      row.allocator = allocator;
-      row.ideal_bytes = static_cast<double>(f.ideal.ideal_bytes);
-      row.notes = f.notes;
-      if (!peer_is_built(allocator)) {
-        row.status = "not built";
+      result_row row = replay_row(input, allocator, configuration, options, f.ideal.ideal_bytes, prices);
+      row.notes = f.notes + (f.notes.empty() || row.notes.empty() ? "" : "; ") + row.notes;
+      if (row.status == "not built") {
         rows.push_back(std::move(row));
         continue;
       }
-      fill_from_outcome(row, run_child(request_for(input, allocator, configuration, options)), f);
       if (fit && input.source.rfind("builtin:", 0) == 0 && row.ok()) {
         const workload_spec spec = parse_workload_spec(input.source.substr(8));
         row.max_fitting_batch = static_cast<double>(max_fitting_batch(spec, allocator, configuration, options));
       }
       rows.push_back(std::move(row));
     }
+    rows.push_back(f.packer);
     if (!f.recorded.empty()) {
       result_row row;
       row.trace = input.display;

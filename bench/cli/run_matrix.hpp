@@ -6,7 +6,10 @@
 #pragma once
 
 #include "bench_options.hpp"
+#include "cost/cost_table.hpp"
 #include "report/result_row.hpp"
+
+#include "traces/trace.hpp"
 
 #include <string>
 #include <vector>
@@ -25,6 +28,20 @@ std::vector<result_row> run_matrix(const std::vector<bench_input>& inputs, const
 // The allocator rows requested: --allocators (or all), plus fragless[NAME] per --conf and
 // fragless[env] when FRAGLESS_CONF is set.
 std::vector<std::pair<std::string, std::string>> requested_allocators(const bench_options& options);
+
+// The prices --cost-table names (warnings to stderr), or the default table.
+cost_table selected_cost_table(const bench_options& options);
+
+// One (input, allocator) replay in a child process, as a row (ratio over `ideal_bytes`,
+// estimated allocator times at `prices`).
+result_row replay_row(const bench_input& input, const std::string& allocator, const std::string& configuration,
+                      const bench_options& options, std::uint64_t ideal_bytes, const cost_table& prices);
+
+// The idealized packer's row for a trace (replay/ideal_packer.hpp): peak mapped bytes as
+// its reserved bytes, page maps and unmaps as its device maps and unmaps.
+result_row packer_row(const std::string& display, const traces::trace& t, std::size_t event_limit,
+                      std::uint64_t ideal_bytes);
+inline constexpr const char* packer_row_name = "ideal-packer";
 
 // Any row whose status is a failure or an overlap.
 bool any_failure(const std::vector<result_row>& rows);

@@ -2,6 +2,7 @@
 #include "trace_sources.hpp"
 
 #include "traces/text_trace.hpp"
+#include "workloads/corpus.hpp"
 #include "workloads/workload.hpp"
 
 #include <algorithm>
@@ -21,6 +22,7 @@ traces::trace load_source(const std::string& source) {
     return traces::load_trace_file(path, path);
   }
   if (source.rfind("builtin:", 0) == 0) return generate_workload(parse_workload_spec(source.substr(8)));
+  if (is_corpus_source(source)) return generate_corpus_source(source);
   throw traces::trace_error("unknown source '" + source + "'");
 }
 

@@ -74,6 +74,10 @@ device_call_counts device_counters::read() const {
   return counts;
 }
 
+std::uint64_t device_counters::count(const char* function_name) const {
+  return available_ ? api().call_count(function_name) : 0;
+}
+
 std::uint64_t device_counters::used_bytes() const {
   return available_ ? api().used_bytes(0) : 0;
 }

@@ -23,6 +23,8 @@ public:
   bool available() const { return available_; }
   void reset() const;
   device_call_counts read() const;
+  // Calls of one named function since the last reset (0 without simcuda).
+  std::uint64_t count(const char* function_name) const;
   std::uint64_t used_bytes() const;
   bool set_capacity(std::uint64_t bytes) const;
   bool set_call_cost_ns(const char* function_name, std::uint64_t nanoseconds) const;

@@ -70,6 +70,14 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     std::uint64_t timed_ns = 0;
     std::uint64_t timed_ops = 0;
     if (measuring) counters.reset();
+    pass_activity pass;
+    for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]);
+    std::uint64_t previous_used_bytes = counters.used_bytes();
+    auto account_used_bytes = [&](std::uint64_t now) {
+      if (now > previous_used_bytes) pass.obtained_bytes += now - previous_used_bytes;
+      else pass.returned_bytes += previous_used_bytes - now;
+      previous_used_bytes = now;
+    };
 
     for (std::size_t i = 0; i < event_count; ++i) {
       const traces::trace_event& e = t.events[i];
@@ -109,6 +117,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
       const std::uint64_t used_bytes = counters.used_bytes();
+      account_used_bytes(used_bytes);
       if (measuring || !counters.available() || used_bytes != last_used_bytes) {
         reserved = allocator.reserved_bytes();
         if (reserved > outcome.peak_reserved_bytes) {
@@ -131,6 +140,11 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     for (auto& [id, block] : live) allocator.deallocate(block.pointer, block.size_bytes, block.stream);
     if (last && repetition > 0)
       outcome.steady_calls = static_cast<std::int64_t>(counters.read().total() - calls_before.total());
+    account_used_bytes(counters.used_bytes());
+    pass.host_ns = timed_ns;
+    for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]) - pass.calls[f];
+    if (measuring) outcome.first_pass = pass;
+    if (last && repetition > 0) outcome.steady_pass = pass;
     if (timed_ops != 0) ns_per_op.push_back(static_cast<double>(timed_ns) / static_cast<double>(timed_ops));
   }
   allocator.release_cached();

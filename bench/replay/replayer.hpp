@@ -6,6 +6,7 @@
 // Note [Steady state].
 #pragma once
 
+#include "cost/cost_table.hpp"
 #include "device_counters.hpp"
 #include "replay_allocator.hpp"
 #include "traces/trace.hpp"
@@ -67,6 +68,9 @@ struct replay_outcome {
   device_call_counts calls;
   // Note [Steady state]: device calls of the last repetition; -1 with one repetition.
   std::int64_t steady_calls = -1;
+  // Note [Cost model]: what the first and the last repetition did, priced by the parent.
+  pass_activity first_pass;
+  pass_activity steady_pass;  // all zero with one repetition
   bool counters_available = false;
   std::vector<timeline_point> timeline;
 };

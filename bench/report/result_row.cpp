@@ -16,6 +16,8 @@ const std::vector<row_field>& row_fields() {
       {"host_ns_per_op", "ns/op", field_kind::nanoseconds, nullptr, &r::host_ns_per_op},
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
       {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
+      {"estimated_first_pass_ns", "est. 1st pass", field_kind::nanoseconds, nullptr, &r::estimated_first_pass_ns},
+      {"estimated_steady_pass_ns", "est. steady", field_kind::nanoseconds, nullptr, &r::estimated_steady_pass_ns},
       {"syncs", "syncs", field_kind::count, nullptr, &r::syncs},
       {"ooms", "OOMs", field_kind::count, nullptr, &r::ooms},
       {"max_fitting_batch", "max batch", field_kind::count, nullptr, &r::max_fitting_batch},

@@ -24,6 +24,9 @@ struct result_row {
   std::optional<double> device_calls;
   std::optional<double> syncs;
   std::optional<double> steady_calls;  // Note [Steady state]: device calls of the last repetition
+  // Note [Cost model]: host time + device calls at their prices, first and last repetition.
+  std::optional<double> estimated_first_pass_ns;
+  std::optional<double> estimated_steady_pass_ns;
   std::optional<double> reserved_minus_allocated_at_peak_bytes;
   std::optional<double> peak_live_bytes;
   std::optional<double> device_allocs;

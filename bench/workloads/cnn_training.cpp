@@ -12,16 +12,13 @@
 namespace fragless::bench {
 
 namespace {
-constexpr std::uint64_t fp32 = 4;
 constexpr std::uint64_t stages = 4;
 }  // namespace
 
 traces::trace generate_cnn_training(const workload_spec& spec) {
-  traces::trace t;
-  t.name = format_workload_spec(spec);
-  t.source_format = "builtin";
-  tensor_timeline tl(t, 2);
-  workload_random random(spec.seed);
+  workload_start start(format_workload_spec(spec), 2, spec.seed);
+  tensor_timeline& tl = start.timeline;
+  workload_random& random = start.random;
   const std::uint64_t C0 = spec.model, B = spec.batch, side0 = spec.sequence;
   const std::uint64_t blocks_per_stage = spec.layers / stages == 0 ? 1 : spec.layers / stages;
 
@@ -103,7 +100,7 @@ traces::trace generate_cnn_training(const workload_spec& spec) {
     }
     for (std::uint64_t id : grads) tl.free(id);
   }
-  return t;
+  return start.finish();
 }
 
 }  // namespace fragless::bench

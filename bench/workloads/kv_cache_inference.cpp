@@ -11,17 +11,13 @@
 namespace fragless::bench {
 
 namespace {
-constexpr std::uint64_t vocabulary = 32000;
-constexpr std::uint64_t fp32 = 4, bf16 = 2;
 constexpr std::uint64_t requests = 3;
 }  // namespace
 
 traces::trace generate_kv_cache_inference(const workload_spec& spec) {
-  traces::trace t;
-  t.name = format_workload_spec(spec);
-  t.source_format = "builtin";
-  tensor_timeline tl(t, 1);
-  workload_random random(spec.seed);
+  workload_start start(format_workload_spec(spec), 1, spec.seed);
+  tensor_timeline& tl = start.timeline;
+  workload_random& random = start.random;
   const std::uint64_t H = spec.model, L = spec.layers, B = spec.batch;
   const std::uint64_t heads = H / 64 == 0 ? 1 : H / 64;
 
@@ -82,7 +78,7 @@ traces::trace generate_kv_cache_inference(const workload_spec& spec) {
       tl.free(values[l]);
     }
   }
-  return t;
+  return start.finish();
 }
 
 }  // namespace fragless::bench

@@ -32,6 +32,13 @@ void tensor_timeline::free(std::uint64_t id) {
   throw std::logic_error("workload generator freed an unknown tensor");
 }
 
+bool tensor_timeline::is_live(std::uint64_t id) const {
+  for (std::size_t i = live_.size(); i-- > 0;) {
+    if (live_[i].first == id) return true;
+  }
+  return false;
+}
+
 void tensor_timeline::scratch(std::uint64_t element_bytes, std::initializer_list<std::uint64_t> shape,
                               std::uint32_t stream) {
   free(tensor(element_bytes, shape, stream));
@@ -46,6 +53,30 @@ std::uint64_t workload_random::next() {
 
 std::uint64_t workload_random::between(std::uint64_t low, std::uint64_t high) {
   return low + next() % (high - low + 1);
+}
+
+std::uint64_t workload_random::log_uniform(std::uint64_t low, std::uint64_t high) {
+  if (low == 0) low = 1;
+  if (high <= low) return low;
+  // Exponents in 1/256ths of a power of two: x = 256 * log2(value), approximately.
+  auto to_exponent = [](std::uint64_t value) {
+    const unsigned whole = 63u - static_cast<unsigned>(__builtin_clzll(value));
+    const std::uint64_t base = std::uint64_t{1} << whole;
+    const std::uint64_t fraction = whole >= 8 ? (value - base) >> (whole - 8) : ((value - base) << (8 - whole));
+    return std::uint64_t{whole} * 256 + fraction;
+  };
+  const std::uint64_t x = between(to_exponent(low), to_exponent(high));
+  const unsigned whole = static_cast<unsigned>(x / 256);
+  const std::uint64_t fraction = x % 256;
+  const std::uint64_t base = std::uint64_t{1} << whole;
+  const std::uint64_t value = whole >= 8 ? base + (fraction << (whole - 8)) : base + ((fraction * base) >> 8);
+  return value < low ? low : (value > high ? high : value);
+}
+
+workload_start::workload_start(const std::string& name, std::uint32_t streams, std::uint64_t seed)
+    : timeline(trace, streams), random(seed) {
+  trace.name = name;
+  trace.source_format = "builtin";
 }
 
 }  // namespace fragless::bench

@@ -1,15 +1,23 @@
 // tensor_timeline: what the generators use to write allocation lifetimes as a framework
-// would: tensors of a dtype and shape allocated and freed on a stream, plus a small,
-// deterministic random source (identical on every platform).
-// Invariant: the produced trace satisfies validate_trace (ids are fresh per tensor).
+// would: tensors of a dtype and shape allocated and freed on a stream, a small,
+// deterministic random source (identical on every platform), and workload_start, the
+// preamble every generator shares (the trace, its timeline and its random source).
+// Invariant: the produced trace satisfies validate_trace (ids are fresh per tensor), and
+// every draw of workload_random is a pure function of the seed (integer arithmetic only).
 #pragma once
 
 #include "traces/trace.hpp"
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
+#include <vector>
 
 namespace fragless::bench {
+
+// Element sizes, in bytes, shared by the generators.
+inline constexpr std::uint64_t fp32 = 4, bf16 = 2, int64_bytes = 8;
+inline constexpr std::uint64_t vocabulary = 32000;  // token vocabulary of the language models
 
 class tensor_timeline {
 public:
@@ -22,6 +30,8 @@ public:
   void free(std::uint64_t id);
   // A temporary: allocated and freed right away (an elementwise op's scratch output).
   void scratch(std::uint64_t element_bytes, std::initializer_list<std::uint64_t> shape, std::uint32_t stream = 0);
+  bool is_live(std::uint64_t id) const;
+  std::size_t live_count() const { return live_.size(); }
 
 private:
   struct live {
@@ -40,9 +50,28 @@ public:
   std::uint64_t next();
   // Uniform in [low, high] (inclusive).
   std::uint64_t between(std::uint64_t low, std::uint64_t high);
+  // Log-uniform in [low, high]: a uniform exponent, with the mantissa linear between powers
+  // of two (integer arithmetic only, so the same on every platform). low >= 1.
+  std::uint64_t log_uniform(std::uint64_t low, std::uint64_t high);
+  // True with probability percent / 100.
+  bool chance(std::uint64_t percent) { return between(1, 100) <= percent; }
 
 private:
   std::uint64_t state_;
+};
+
+// The preamble every generator shares: an empty built-in trace named `name` with
+// `streams` streams, the timeline writing into it and the random source of `seed`.
+// Not movable (the timeline refers to the trace): take the trace with finish().
+struct workload_start {
+  workload_start(const std::string& name, std::uint32_t streams, std::uint64_t seed);
+  workload_start(const workload_start&) = delete;
+  workload_start& operator=(const workload_start&) = delete;
+  traces::trace finish() { return std::move(trace); }
+
+  traces::trace trace;
+  tensor_timeline timeline;
+  workload_random random;
 };
 
 }  // namespace fragless::bench

@@ -12,17 +12,10 @@
 
 namespace fragless::bench {
 
-namespace {
-constexpr std::uint64_t vocabulary = 32000;
-constexpr std::uint64_t fp32 = 4, bf16 = 2, int64_bytes = 8;
-}  // namespace
-
 traces::trace generate_transformer_training(const workload_spec& spec) {
-  traces::trace t;
-  t.name = format_workload_spec(spec);
-  t.source_format = "builtin";
-  tensor_timeline tl(t, 2);
-  workload_random random(spec.seed);
+  workload_start start(format_workload_spec(spec), 2, spec.seed);
+  tensor_timeline& tl = start.timeline;
+  workload_random& random = start.random;
   const std::uint64_t H = spec.model, L = spec.layers, B = spec.batch, S_max = spec.sequence;
   const std::uint64_t heads = H / 64 == 0 ? 1 : H / 64;
 
@@ -136,7 +129,7 @@ traces::trace generate_transformer_training(const workload_spec& spec) {
     }
     for (std::uint64_t id : grads) tl.free(id);  // zero_grad(set_to_none=True)
   }
-  return t;
+  return start.finish();
 }
 
 }  // namespace fragless::bench

@@ -1,0 +1,230 @@
+// corpus_report: see header. Figures are computed once (family_figures) and printed by
+// both formats.
+#include "corpus_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace fragless::bench {
+
+namespace {
+
+const char* const focus = "fragless";
+const char* const peer_order[] = {"fragless", "pytorch", "pytorch-expandable", "cudamalloc", "ideal-packer"};
+
+struct geomean {
+  double log_sum = 0;
+  std::size_t count = 0;
+  void add(double value) {
+    if (value > 0 && std::isfinite(value)) {
+      log_sum += std::log(value);
+      ++count;
+    }
+  }
+  double value() const { return count == 0 ? std::nan("") : std::exp(log_sum / static_cast<double>(count)); }
+};
+
+struct peer_figures {
+  std::size_t seeds = 0, ok = 0, steady_calling = 0;
+  geomean ratio, ns_per_op, first_pass_ns, steady_pass_ns;
+  double worst_ratio = 0, device_calls = 0;
+};
+
+struct goal_figures {
+  std::size_t compared_pytorch = 0, above_pytorch = 0;
+  std::size_t compared_expandable = 0, above_expandable = 0;
+  double worst_over_best_peer = 0;  // max of fragless peak / min(pytorch, expandable) peaks
+  std::size_t packer_tight = 0, above_103_where_packer_tight = 0;
+  double worst_ratio_where_packer_tight = 0;
+  std::size_t calls_compared = 0, calls_above_expandable = 0;
+  double fragless_calls = 0, expandable_calls = 0;
+  std::size_t pytorch_steady_zero = 0, steady_calls_where_pytorch_zero = 0;
+  double most_steady_calls_where_pytorch_zero = 0;
+  geomean ns_ratio_to_pytorch, steady_time_ratio_to_pytorch;
+  std::size_t steady_time_compared = 0, steady_time_above_pytorch = 0;
+};
+
+struct family_figures {
+  std::map<std::string, peer_figures> peers;
+  goal_figures goals;
+};
+
+using seed_rows = std::map<std::string, const result_row*>;  // allocator -> row
+
+family_figures compute(const std::vector<const corpus_row*>& rows) {
+  family_figures f;
+  std::map<std::string, seed_rows> by_seed;
+  for (const corpus_row* r : rows) by_seed[r->row.trace][r->row.allocator] = &r->row;
+  for (const auto& [trace, seed] : by_seed) {
+    for (const auto& [allocator, row] : seed) {
+      peer_figures& p = f.peers[allocator];
+      ++p.seeds;
+      if (!row->ok()) continue;
+      ++p.ok;
+      if (row->ratio_to_ideal) {
+        p.ratio.add(*row->ratio_to_ideal);
+        p.worst_ratio = std::max(p.worst_ratio, *row->ratio_to_ideal);
+      }
+      if (row->device_calls) p.device_calls += *row->device_calls;
+      if (row->steady_calls && *row->steady_calls > 0) ++p.steady_calling;
+      if (row->host_ns_per_op) p.ns_per_op.add(*row->host_ns_per_op);
+      if (row->estimated_first_pass_ns) p.first_pass_ns.add(*row->estimated_first_pass_ns);
+      if (row->estimated_steady_pass_ns) p.steady_pass_ns.add(*row->estimated_steady_pass_ns);
+    }
+    auto ok_row = [&](const char* name) -> const result_row* {
+      auto found = seed.find(name);
+      return found != seed.end() && found->second->ok() && found->second->peak_reserved_bytes ? found->second : nullptr;
+    };
+    const result_row* ours = ok_row(focus);
+    if (ours == nullptr) continue;
+    const result_row* pytorch = ok_row("pytorch");
+    const result_row* expandable = ok_row("pytorch-expandable");
+    const result_row* packer = ok_row("ideal-packer");
+    goal_figures& g = f.goals;
+    const double peak = *ours->peak_reserved_bytes;
+    double best_peer = 0;
+    if (pytorch != nullptr) {
+      ++g.compared_pytorch;
+      if (peak > *pytorch->peak_reserved_bytes) ++g.above_pytorch;
+      best_peer = *pytorch->peak_reserved_bytes;
+      if (ours->host_ns_per_op && pytorch->host_ns_per_op && *pytorch->host_ns_per_op > 0) {
+        g.ns_ratio_to_pytorch.add(*ours->host_ns_per_op / *pytorch->host_ns_per_op);
+      }
+      if (pytorch->steady_calls && ours->steady_calls && *pytorch->steady_calls == 0) {
+        ++g.pytorch_steady_zero;
+        if (*ours->steady_calls > 0) {
+          ++g.steady_calls_where_pytorch_zero;
+          g.most_steady_calls_where_pytorch_zero = std::max(g.most_steady_calls_where_pytorch_zero, *ours->steady_calls);
+        }
+      }
+      if (ours->estimated_steady_pass_ns && pytorch->estimated_steady_pass_ns) {
+        ++g.steady_time_compared;
+        if (*ours->estimated_steady_pass_ns > *pytorch->estimated_steady_pass_ns) ++g.steady_time_above_pytorch;
+        g.steady_time_ratio_to_pytorch.add(*ours->estimated_steady_pass_ns / *pytorch->estimated_steady_pass_ns);
+      }
+    }
+    if (expandable != nullptr) {
+      ++g.compared_expandable;
+      if (peak > *expandable->peak_reserved_bytes) ++g.above_expandable;
+      best_peer = best_peer == 0 ? *expandable->peak_reserved_bytes : std::min(best_peer, *expandable->peak_reserved_bytes);
+      if (ours->device_calls && expandable->device_calls) {
+        ++g.calls_compared;
+        g.fragless_calls += *ours->device_calls;
+        g.expandable_calls += *expandable->device_calls;
+        if (*ours->device_calls > *expandable->device_calls) ++g.calls_above_expandable;
+      }
+    }
+    if (best_peer > 0) g.worst_over_best_peer = std::max(g.worst_over_best_peer, peak / best_peer);
+    if (packer != nullptr && packer->ratio_to_ideal && *packer->ratio_to_ideal <= 1.01 && ours->ratio_to_ideal) {
+      ++g.packer_tight;
+      if (*ours->ratio_to_ideal > 1.03) ++g.above_103_where_packer_tight;
+      g.worst_ratio_where_packer_tight = std::max(g.worst_ratio_where_packer_tight, *ours->ratio_to_ideal);
+    }
+  }
+  return f;
+}
+
+std::string fixed(double value, int digits) {
+  if (!std::isfinite(value)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+std::string of(std::size_t part, std::size_t whole) { return std::to_string(part) + " of " + std::to_string(whole); }
+
+std::vector<std::pair<std::string, family_figures>> all_figures(const std::vector<corpus_row>& rows,
+                                                                 const std::vector<std::string>& families) {
+  std::vector<std::pair<std::string, family_figures>> out;
+  std::vector<const corpus_row*> everything;
+  for (const std::string& family : families) {
+    std::vector<const corpus_row*> mine;
+    for (const corpus_row& r : rows) {
+      if (r.family == family) mine.push_back(&r);
+    }
+    everything.insert(everything.end(), mine.begin(), mine.end());
+    out.emplace_back(family, compute(mine));
+  }
+  out.emplace_back("all", compute(everything));
+  return out;
+}
+
+}  // namespace
+
+std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const std::vector<std::string>& families,
+                                   const std::string& command_line) {
+  const auto figures = all_figures(rows, families);
+  std::string out = "Command: `" + command_line + "`\n\n";
+  out += "| family | peer | seeds ok | peak/ideal geomean | worst | device calls (first pass) | seeds with calls in the steady pass | host ns/op geomean | est. allocator time, first pass, geomean (us) | est. steady pass, geomean (us) |\n";
+  out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& [family, f] : figures) {
+    for (const char* peer : peer_order) {
+      auto found = f.peers.find(peer);
+      if (found == f.peers.end()) continue;
+      const peer_figures& p = found->second;
+      const bool packer = std::string(peer) == "ideal-packer";
+      out += "| " + family + " | " + peer + " | " + of(p.ok, p.seeds) + " | " + fixed(p.ratio.value(), 3) + " | " +
+             fixed(p.worst_ratio, 3) + " | " + fixed(p.device_calls, 0) + (packer ? " page maps+unmaps" : "") + " | " +
+             (packer ? "-" : std::to_string(p.steady_calling)) + " | " + fixed(p.ns_per_op.value(), 0) + " | " +
+             fixed(p.first_pass_ns.value() / 1000.0, 1) + " | " + fixed(p.steady_pass_ns.value() / 1000.0, 1) + " |\n";
+    }
+  }
+  out += "\nGoals for fragless, per family (a count is seeds where the goal is missed, of seeds compared):\n\n";
+  out += "| family | peak > PyTorch | peak > expandable | worst peak / min(PyTorch, expandable) | > 1.03x ideal where packer <= 1.01x | device calls > expandable (seeds) | calls fragless / expandable (total) | calls in steady pass where PyTorch has 0 (most) | host ns/op / PyTorch (geomean) | est. steady time > PyTorch | est. steady time / PyTorch (geomean) |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& [family, f] : figures) {
+    const goal_figures& g = f.goals;
+    out += "| " + family + " | " + of(g.above_pytorch, g.compared_pytorch) + " | " + of(g.above_expandable, g.compared_expandable) +
+           " | " + fixed(g.worst_over_best_peer, 3) + " | " + of(g.above_103_where_packer_tight, g.packer_tight) +
+           (g.packer_tight > 0 ? " (worst " + fixed(g.worst_ratio_where_packer_tight, 3) + ")" : "") + " | " +
+           of(g.calls_above_expandable, g.calls_compared) + " | " +
+           fixed(g.expandable_calls > 0 ? g.fragless_calls / g.expandable_calls : std::nan(""), 2) + " | " +
+           of(g.steady_calls_where_pytorch_zero, g.pytorch_steady_zero) +
+           (g.steady_calls_where_pytorch_zero > 0 ? " (" + fixed(g.most_steady_calls_where_pytorch_zero, 0) + ")" : "") + " | " +
+           fixed(g.ns_ratio_to_pytorch.value(), 2) + " | " + of(g.steady_time_above_pytorch, g.steady_time_compared) + " | " +
+           fixed(g.steady_time_ratio_to_pytorch.value(), 2) + " |\n";
+  }
+  return out;
+}
+
+std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::vector<std::string>& families,
+                               const std::string& command_line) {
+  const auto figures = all_figures(rows, families);
+  auto number = [](double value) { return std::isfinite(value) ? fixed(value, 6) : std::string("null"); };
+  std::string out = "{\n  \"command\": \"";
+  for (char c : command_line) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  out += "\",\n  \"families\": [\n";
+  for (std::size_t i = 0; i < figures.size(); ++i) {
+    const auto& [family, f] = figures[i];
+    out += "    {\"family\": \"" + family + "\", \"peers\": [";
+    bool first = true;
+    for (const auto& [peer, p] : f.peers) {
+      out += first ? "" : ", ";
+      first = false;
+      out += "{\"peer\": \"" + peer + "\", \"seeds\": " + std::to_string(p.seeds) + ", \"ok\": " + std::to_string(p.ok) +
+             ", \"ratio_geomean\": " + number(p.ratio.value()) + ", \"ratio_worst\": " + number(p.worst_ratio) +
+             ", \"device_calls\": " + number(p.device_calls) + ", \"seeds_with_steady_calls\": " +
+             std::to_string(p.steady_calling) + ", \"host_ns_per_op_geomean\": " + number(p.ns_per_op.value()) +
+             ", \"estimated_first_pass_ns_geomean\": " + number(p.first_pass_ns.value()) +
+             ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + "}";
+    }
+    const goal_figures& g = f.goals;
+    out += "], \"goals\": {\"above_pytorch\": " + std::to_string(g.above_pytorch) + ", \"compared_pytorch\": " +
+           std::to_string(g.compared_pytorch) + ", \"above_expandable\": " + std::to_string(g.above_expandable) +
+           ", \"compared_expandable\": " + std::to_string(g.compared_expandable) + ", \"worst_over_best_peer\": " +
+           number(g.worst_over_best_peer) + ", \"packer_tight\": " + std::to_string(g.packer_tight) +
+           ", \"above_103_where_packer_tight\": " + std::to_string(g.above_103_where_packer_tight) +
+           ", \"calls_above_expandable\": " + std::to_string(g.calls_above_expandable) + ", \"calls_compared\": " +
+           std::to_string(g.calls_compared) + ", \"steady_calls_where_pytorch_zero\": " +
+           std::to_string(g.steady_calls_where_pytorch_zero) + ", \"pytorch_steady_zero\": " +
+           std::to_string(g.pytorch_steady_zero) + ", \"host_ns_ratio_to_pytorch\": " + number(g.ns_ratio_to_pytorch.value()) +
+           ", \"steady_time_above_pytorch\": " + std::to_string(g.steady_time_above_pytorch) +
+           ", \"steady_time_ratio_to_pytorch\": " + number(g.steady_time_ratio_to_pytorch.value()) + "}}";
+    out += i + 1 == figures.size() ? "\n" : ",\n";
+  }
+  return out + "  ]\n}\n";
+}
+
+}  // namespace fragless::bench
