@@ -213,7 +213,7 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
       if (placed != placed_blocks_.end()) {
         const std::uint64_t sequence = placed->second.sequence;
         placed_blocks_.erase(placed);
-        if (sequence != 0) plan_.record_release(sequence, counters_.page_moves);
+        if (sequence != 0) plan_.record_release(sequence, churn_count());
         after_plan_event();
       }
     }

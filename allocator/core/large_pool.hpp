@@ -17,6 +17,7 @@
 // Not thread-safe: the device cache holds the device lock around every call.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -213,6 +214,13 @@ class large_pool {
   std::size_t release_cached_segments(std::size_t bytes_to_keep, bool synchronized) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.
   void release_handle(backend::physical_handle handle) noexcept;
+  // Note [Growth]: before reserved memory grows by `bytes`, gives back idle cached
+  // dedicated/stitched mappings while the growth would pass the high-water mark.
+  void make_room_for_growth(std::size_t bytes) noexcept;
+  // Note [Growth]: records reserved memory after it grew.
+  void note_growth() noexcept { reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved_bytes()); }
+  // Note [Move budget]: may a missing page be moved now rather than created?
+  bool move_within_budget() const noexcept;
 
   backend::backend& backend_;
   int device_;
@@ -265,6 +273,14 @@ class large_pool {
   std::size_t dedicated_bytes_ = 0;         // all dedicated mappings
   std::size_t dedicated_cached_bytes_ = 0;  // those no block uses
   std::uint64_t next_segment_id_ = 1;
+  // Note [Growth]: the most reserved bytes so far (VMM mode).
+  std::size_t reserved_high_water_bytes_ = 0;
+  // Note [Move budget]: pages of the shared range (or a stitch) created, not moved, and
+  // those created only because the budget refused a move.
+  std::int64_t pages_created_ = 0;
+  std::int64_t pages_created_over_budget_ = 0;
+  // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn.
+  std::int64_t churn_count() const noexcept { return counters_.page_moves + pages_created_over_budget_; }
 };
 
 }  // namespace fragless::core

@@ -64,6 +64,7 @@ backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id
   if (placed_bytes != nullptr) *placed_bytes = bytes;
   backend::status reused = backend::status::ok;
   if (reuse_mapping(bytes, stream, address, &reused)) return reused;
+  make_room_for_growth(bytes);  // Note [Growth]
   if (reserved_bytes() + bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
   std::uintptr_t base = 0;
   backend::status result = backend_.reserve_address_range(device_, bytes, &base);
@@ -94,6 +95,7 @@ backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id
     return result;
   }
   dedicated_bytes_ += bytes;
+  note_growth();  // Note [Growth]
   notify_segment_event(device_, segment_event_kind::alloc, base, bytes);
   *address = base;
   return backend::status::ok;
@@ -127,6 +129,7 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
     ++counters_.map;
     handles.push_back(handle);  // reserved above: cannot throw
     dedicated_bytes_ += page_bytes;  // counted at once: the next take_page checks the limit
+    note_growth();                   // Note [Growth]
   }
   if (result == backend::status::ok) {
     try {
