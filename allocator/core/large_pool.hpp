@@ -5,7 +5,9 @@
 //    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it needs them
 //    (Note [Page cache]). Very large requests get a range and mapping of their own instead
 //    (Note [Dedicated mappings]), and so does a request no free range can hold
-//    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
+//    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]);
+//    idle cached mappings also before reserved memory passes its high-water mark
+//    (Note [Growth]), and page moves may be budgeted (Note [Move budget]).
 //    A repeating loop's step can be laid out once and followed (Note [Loop plans]).
 //  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
 //    are ever released.

@@ -20,7 +20,8 @@ namespace fragless::core {
 // When freed it becomes cached memory like a free page (Note [Release threshold]): it is
 // reused in place by a request of the same rounded size (ordered after the streams that
 // freed it, Note [Stream reuse]) and released by empty_cache/trim/OOM, or earlier by the
-// release and garbage-collection thresholds once no stream can still touch it. In
+// release and garbage-collection thresholds once no stream can still touch it, or when
+// reserved memory would otherwise pass its high-water mark (Note [Growth]). In
 // cudaMalloc mode large requests get segments of their own anyway (Note [Segment sizes]),
 // so the threshold does not apply there.
 
