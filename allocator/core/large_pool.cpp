@@ -146,7 +146,7 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
-    if (uses_vmm_ && size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes)
+    if (uses_vmm_ && size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !huge_block_fits_shared_pages(size_bytes))
       return allocate_dedicated(size_bytes, stream, address, placed_bytes);
     return uses_vmm_ ? allocate_vmm(size_bytes, stream, address, placed_bytes)
                      : allocate_segment(size_bytes, stream, address, placed_bytes);

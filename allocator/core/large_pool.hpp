@@ -221,6 +221,10 @@ class large_pool {
   void make_room_for_growth(std::size_t bytes) noexcept;
   // Note [Growth]: records reserved memory after it grew.
   void note_growth() noexcept { reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved_bytes()); }
+  // Note [Growth]: a huge request goes to the shared range instead of a mapping of its own
+  // when no cached mapping fits it exactly and a new one would pass the high-water mark
+  // while the shared range's free pages could hold it.
+  bool huge_block_fits_shared_pages(std::size_t size_bytes) noexcept;
   // Note [Move budget]: may a missing page be moved now rather than created?
   bool move_within_budget() const noexcept;
 
