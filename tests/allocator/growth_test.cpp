@@ -2,7 +2,8 @@
 // allocator/core/large_pool_growth.cpp), as properties over random seeds on simcuda:
 //  - huge blocks whose sizes change every step never push reserved memory past the peak of
 //    the live blocks' page-rounded bytes (idle cached mappings are given back first), and
-//    their data survives;
+//    their data survives; a huge request that free pages of the shared range can hold
+//    takes them rather than a new mapping;
 //  - a loop that keeps moving pages settles at zero device calls per step with the move
 //    budget, never moves more pages than it created, and its reserved memory stays within
 //    the pages it touches over a step; without the budget some seeds keep moving.
@@ -179,4 +180,31 @@ TEST_CASE("move budget: a churning loop settles at zero device calls, moves neve
   }
   // The property is not vacuous: without the budget some of these loops move pages every step.
   CHECK(churning_without_budget > 0);
+}
+
+TEST_CASE("a huge request that would set a new peak takes the shared range's free pages", "[growth]") {
+  // 40 MiB of ordinary blocks, freed: their pages stay mapped as free pages. A huge request
+  // of each size below then fits in them: it must not add a mapping of its own on top.
+  for (std::size_t huge_bytes : {10 * kMiB, 24 * kMiB, 38 * kMiB}) {
+    INFO("huge " << huge_bytes);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.conf.dedicated_mapping_threshold_bytes = 8 * kMiB;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(4 * kMiB, 0, nullptr));
+    for (void* b : blocks) instance->deallocate(b);
+    const std::int64_t reserved_before = cache.stats().reserved_bytes[pool_all].current;
+    void* huge = instance->allocate(huge_bytes, 0, nullptr);
+    REQUIRE(huge != nullptr);
+    fill_pattern(huge, huge_bytes, 77);
+    const device_stats stats = cache.stats();
+    CHECK(stats.reserved_bytes[pool_all].peak <= reserved_before);
+    CHECK(check_pattern(huge, huge_bytes, 77));
+    check_consistency(cache.snapshot(), stats);
+    instance->deallocate(huge);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+  }
 }
