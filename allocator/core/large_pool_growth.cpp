@@ -85,8 +85,9 @@ bool large_pool::huge_block_fits_shared_pages(std::size_t size_bytes) noexcept {
 // later. Waiting for planning to fail matters: charged from the start, the budget settled
 // pangu_2.6B by growth (1.111x the ideal) before its plan formed (1.013x) -- that loop's
 // first step already moves 2.3 pages per page created. Measured (3 corpus seeds per
-// family): many-stream steady-pass calls 14,600 -> 2,700 for 1.040x -> 1.108x the ideal,
-// KV-cache eviction 362 -> 18 for 1.058x -> 1.077x; every shared trace unchanged.
+// family, before huge requests went to the shared range): many-stream steady-pass calls
+// 14,600 -> 2,700 for 1.040x -> 1.108x the ideal, KV-cache eviction 362 -> 18 for 1.058x
+// -> 1.077x; every shared trace unchanged.
 // page_move_budget:false moves whenever past the allowance.
 bool large_pool::move_within_budget() const noexcept {
   return !settings_.conf.page_move_budget || !plan_.planning_failed() || counters_.page_moves < pages_created_;
