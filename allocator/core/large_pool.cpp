@@ -146,7 +146,7 @@ backend::status large_pool::allocate(std::size_t size_bytes, stream_id stream, s
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
-    if (uses_vmm_ && size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes)
+    if (uses_vmm_ && size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !huge_block_fits_shared_pages(size_bytes))
       return allocate_dedicated(size_bytes, stream, address, placed_bytes);
     return uses_vmm_ ? allocate_vmm(size_bytes, stream, address, placed_bytes)
                      : allocate_segment(size_bytes, stream, address, placed_bytes);
@@ -213,7 +213,7 @@ void large_pool::release(std::uintptr_t address, std::size_t size_bytes, const s
       if (placed != placed_blocks_.end()) {
         const std::uint64_t sequence = placed->second.sequence;
         placed_blocks_.erase(placed);
-        if (sequence != 0) plan_.record_release(sequence, counters_.page_moves);
+        if (sequence != 0) plan_.record_release(sequence, churn_count());
         after_plan_event();
       }
     }

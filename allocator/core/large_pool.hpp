@@ -5,7 +5,9 @@
 //    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it
 //    needs them (Note [Page cache]). Very large requests get a range and mapping of their own instead
 //    (Note [Dedicated mappings]), and so does a request no free range can hold
-//    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]).
+//    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]);
+//    idle cached mappings also before reserved memory passes its high-water mark
+//    (Note [Growth]), and page moves may be budgeted (Note [Move budget]).
 //    A repeating loop's step can be laid out once and followed (Note [Loop plans]).
 //  - cudaMalloc: PyTorch-like segments (Note [Segment sizes]); only whole free segments
 //    are ever released.
@@ -22,6 +24,7 @@
 // large_pool_sharing.cpp (IPC pieces).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -221,6 +224,17 @@ class large_pool {
   std::size_t release_cached_segments(std::size_t bytes_to_keep, bool synchronized) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.
   void release_handle(backend::physical_handle handle) noexcept;
+  // Note [Growth]: before reserved memory grows by `bytes`, gives back idle cached
+  // dedicated/stitched mappings while the growth would pass the high-water mark.
+  void make_room_for_growth(std::size_t bytes) noexcept;
+  // Note [Growth]: records reserved memory after it grew.
+  void note_growth() noexcept { reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved_bytes()); }
+  // Note [Growth]: a huge request goes to the shared range instead of a mapping of its own
+  // when no cached mapping fits it exactly and a new one would pass the high-water mark
+  // while the shared range's free pages could hold it.
+  bool huge_block_fits_shared_pages(std::size_t size_bytes) noexcept;
+  // Note [Move budget]: may a missing page be moved now rather than created?
+  bool move_within_budget() const noexcept;
 
   backend::backend& backend_;
   int device_;
@@ -273,6 +287,14 @@ class large_pool {
   std::size_t dedicated_bytes_ = 0;         // all dedicated mappings
   std::size_t dedicated_cached_bytes_ = 0;  // those no block uses
   std::uint64_t next_segment_id_ = 1;
+  // Note [Growth]: the most reserved bytes so far (VMM mode).
+  std::size_t reserved_high_water_bytes_ = 0;
+  // Note [Move budget]: pages of the shared range (or a stitch) created, not moved, and
+  // those created only because the budget refused a move.
+  std::int64_t pages_created_ = 0;
+  std::int64_t pages_created_over_budget_ = 0;
+  // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn.
+  std::int64_t churn_count() const noexcept { return counters_.page_moves + pages_created_over_budget_; }
 };
 
 }  // namespace fragless::core

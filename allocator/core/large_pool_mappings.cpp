@@ -13,14 +13,15 @@ namespace fragless::core {
 
 // Note [Dedicated mappings]
 // In VMM mode a request of at least dedicated_mapping_threshold_bytes gets an address
-// range of its own, rounded up to whole pages and backed by one physical allocation
+// range of its own (unless Note [Growth] sends it to the shared range's free pages), rounded up to whole pages and backed by one physical allocation
 // mapped at once, instead of a place in the shared range: a very large tensor neither
 // fragments the shared range's address space nor costs one map call per page. The block
 // is the whole mapping (its size rounded to the page), so no other block ever shares it.
 // When freed it becomes cached memory like a free page (Note [Release threshold]): it is
 // reused in place by a request of the same rounded size (ordered after the streams that
 // freed it, Note [Stream reuse]) and released by empty_cache/trim/OOM, or earlier by the
-// release and garbage-collection thresholds once no stream can still touch it. In
+// release and garbage-collection thresholds once no stream can still touch it, or when
+// reserved memory would otherwise pass its high-water mark (Note [Growth]). In
 // cudaMalloc mode large requests get segments of their own anyway (Note [Segment sizes]),
 // so the threshold does not apply there.
 
@@ -64,6 +65,7 @@ backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id
   if (placed_bytes != nullptr) *placed_bytes = bytes;
   backend::status reused = backend::status::ok;
   if (reuse_mapping(bytes, stream, address, &reused)) return reused;
+  make_room_for_growth(bytes);  // Note [Growth]
   if (reserved_bytes() + bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
   std::uintptr_t base = 0;
   backend::status result = backend_.reserve_address_range(device_, bytes, &base);
@@ -94,6 +96,7 @@ backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id
     return result;
   }
   dedicated_bytes_ += bytes;
+  note_growth();  // Note [Growth]
   notify_segment_event(device_, segment_event_kind::alloc, base, bytes);
   *address = base;
   return backend::status::ok;
@@ -127,6 +130,7 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
     ++counters_.map;
     handles.push_back(handle);  // reserved above: cannot throw
     dedicated_bytes_ += page_bytes;  // counted at once: the next take_page checks the limit
+    note_growth();                   // Note [Growth]
   }
   if (result == backend::status::ok) {
     try {

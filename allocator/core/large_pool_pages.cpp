@@ -122,7 +122,7 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
     if (result != backend::status::ok) return result;
     *address = block_address;
   }
-  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, planned, counters_.page_moves) : 0;
+  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, planned, churn_count()) : 0;
   try {
     placed_blocks_.emplace(*address, placed_block{size_bytes, sequence});
   } catch (...) {
@@ -166,21 +166,32 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
 // Note [Page moves]
 backend::status large_pool::take_page(std::size_t first, std::size_t end, bool move_first,
                                       backend::physical_handle* handle) noexcept {
-  const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
   backend::status created = backend::status::out_of_memory;
-  const bool create_first = !move_first && (!settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages());
+  // Note [Move budget]: past the allowance, a move must also be paid for by pages created.
+  const bool within_allowance = !settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages();
+  const bool over_budget = !move_first && !within_allowance && !move_within_budget();
+  const bool create_first = !move_first && (within_allowance || over_budget);
+  if (create_first) make_room_for_growth(pages_.page_bytes());  // Note [Growth]
+  const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
   if (create_first && may_grow) {
     created = backend_.create_physical(device_, pages_.page_bytes(), handle);
     if (created == backend::status::ok) {
       ++counters_.device_alloc;
+      ++pages_created_;  // Note [Move budget]
+      if (over_budget) ++pages_created_over_budget_;
       return created;
     }
     // The device refused: a move is the only way left.
   }
   if (take_cached_page(first, end, handle)) return backend::status::ok;
   if (create_first || !may_grow) return created;  // no second create after a refusal
+  make_room_for_growth(pages_.page_bytes());  // Note [Growth]
+  if (reserved_bytes() + pages_.page_bytes() > reserved_limit_bytes_) return created;
   created = backend_.create_physical(device_, pages_.page_bytes(), handle);
-  if (created == backend::status::ok) ++counters_.device_alloc;
+  if (created == backend::status::ok) {
+    ++counters_.device_alloc;
+    ++pages_created_;  // Note [Move budget]
+  }
   return created;
 }
 
@@ -253,6 +264,7 @@ backend::status large_pool::map_page(std::size_t page, backend::physical_handle 
   if (result != backend::status::ok) return result;
   ++counters_.map;
   pages_.set_mapped(page, handle);
+  note_growth();  // Note [Growth]
   notify_segment_event(device_, segment_event_kind::map, pages_.page_address(page), pages_.page_bytes());
   return backend::status::ok;
 }

@@ -164,6 +164,7 @@ void loop_plan::activate() noexcept {
 
 void loop_plan::reject() noexcept {
   ++counters_.plans_rejected;
+  planning_failed_ = true;
   active_ = false;
   pending_ = false;
   plan_.clear();
@@ -173,6 +174,7 @@ void loop_plan::reject() noexcept {
 void loop_plan::abandon(const char* reason) noexcept {
   if (active_) {
     if (placing_) ++counters_.plans_abandoned;
+    planning_failed_ = true;  // Note [Move budget]
     min_step_tokens_ = std::max(min_step_tokens_, plan_.size() + 1);
     if (log_enabled(log_level::debug))
       log_message(log_level::debug, std::string("loop plan abandoned at step event ") + std::to_string(phase_) +
@@ -197,6 +199,7 @@ void loop_plan::clear_log() noexcept {
 void loop_plan::append(const logged_token& entry) noexcept {
   try {
     if (log_.size() >= kMaxLogTokens) {
+      planning_failed_ = true;
       // A whole log without a plan: any step may be planned again; and if no page moved
       // meanwhile, recording pauses until one does.
       if (log_.front().page_moves == entry.page_moves) {
@@ -259,6 +262,7 @@ void loop_plan::look_for_step() {
     // Only the layout is costly to redo; the other checks may pass one step later, with
     // more of the loop recorded.
     if (rejected == kLayoutTooWide) {
+      planning_failed_ = true;
       if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
       rejected_steps_.push_back(step);
     }

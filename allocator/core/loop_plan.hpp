@@ -61,6 +61,9 @@ namespace fragless::core {
 //    and recording starts again. Afterwards only a longer step is planned -- a layer
 //    inside a step repeats too, and must not win over the step -- until a whole log
 //    (kMaxLogTokens) passes without a plan.
+//  - Failing: a layout too wide, an abandoned plan, a plan with no address range or a
+//    whole log without a plan mark planning as failed (planning_failed()); from then on
+//    the pool's page moves are budgeted (Note [Move budget]).
 // Where it costs: recording is a hash-table insert per large event while no plan is
 // active, from the pool's first page move on (a pool that never moves pages records
 // nothing, and recording pauses again after kMaxLogTokens events without a move);
@@ -119,6 +122,10 @@ class loop_plan {
   void abandon(const char* reason) noexcept;
 
   const loop_plan_counters& counters() const noexcept { return counters_; }
+  // Note [Move budget]: a plan could not help the loop seen so far -- a candidate step's
+  // layout was too wide, a plan was abandoned or found no address range, or a whole log
+  // passed without a plan (or plans are off).
+  bool planning_failed() const noexcept { return !enabled_ || planning_failed_; }
 
  private:
   struct logged_token {
@@ -136,6 +143,7 @@ class loop_plan {
   void follow(const loop_token& token) noexcept;
 
   bool enabled_ = false;
+  bool planning_failed_ = false;  // Note [Move budget]
   const double headroom_;
   loop_plan_counters counters_;
   std::uint64_t next_sequence_ = 1;

@@ -591,6 +591,7 @@ TEST_CASE("page_moves off: a loop that touches more pages than its peak settles 
     core::cache_settings settings;
     settings.conf.page_moves = moves;
     settings.conf.page_move_headroom = 0.0;  // pure moving: see the headroom case below
+    settings.conf.page_move_budget = false;  // moving without limit (Note [Move budget])
     const loop_outcome outcome = run_three_block_loop(settings);
     if (moves) {
       CHECK(outcome.last_step_calls > 0);
@@ -615,6 +616,7 @@ TEST_CASE("page_move_headroom: pages are created up to the headroom, moved past 
     INFO("headroom " << expected.headroom);
     core::cache_settings settings;
     settings.conf.page_move_headroom = expected.headroom;
+    settings.conf.page_move_budget = false;  // the headroom alone (Note [Move budget])
     const loop_outcome outcome = run_three_block_loop(settings);
     CHECK((outcome.last_step_calls == 0) == expected.zero_calls);
     CHECK(outcome.peak_reserved_bytes <= static_cast<std::int64_t>(expected.peak_bytes_at_most));

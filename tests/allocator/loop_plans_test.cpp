@@ -108,6 +108,7 @@ TEST_CASE("with a loop plan a loop that moves pages every step settles at zero d
   const step_shape shape = three_block_rounds();
   core::cache_settings without_plans;
   without_plans.conf.loop_plans = false;
+  without_plans.conf.page_move_budget = false;  // pure moving (Note [Move budget] would settle it by growing)
   const loop_result moving = run_loop(without_plans, shape, 8);
   INFO("without plans, calls per step: " << moving.calls_per_step.back());
   REQUIRE(moving.calls_per_step.back() > 0);  // the shape is one that needs a plan

@@ -1,0 +1,96 @@
+// Large pool, VMM mode: when reserved memory may grow. Idle cached mappings are given back
+// before reserved memory passes its high-water mark (Note [Growth]), and page moves are
+// paid for by pages created (Note [Move budget]).
+// Invariant: reserved memory passes its high-water mark only while no idle cached
+// dedicated or stitched mapping is left; once loop planning has failed, a page is moved by
+// choice (past the growth allowance, not for a loop plan, not under the reserved limit)
+// only while the pool has moved fewer pages than it created (page_move_budget).
+// Not thread-safe: the device cache holds the device lock around every call.
+#include "core/large_pool.hpp"
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+
+// Note [Growth]
+// A dedicated or stitched mapping, once freed, stays mapped for a request of exactly its
+// rounded size (Note [Dedicated mappings]). Tensors whose size changes from step to step
+// (volumetric models, variable batch or sequence length) never ask for that size again:
+// each step then created new mappings beside the cached ones, and reserved memory reached
+// 1.7-3x the live peak in the corpus' huge-tensor family. The rule: reserved memory grows
+// past its high-water mark only when no idle cached mapping is left to give back. Before a
+// new dedicated mapping, and before a new page of the shared range or of a stitch, idle
+// cached mappings (no stream can still touch them: pooled event queries, no device
+// synchronization) are released, largest first -- the fewest calls per byte -- until the
+// growth fits under the mark. Below the mark nothing is released, so a loop whose sizes
+// repeat reuses its mappings in place with no device call; a loop whose sizes vary pays
+// an unmap and a release for each mapping it gives back and a create and a map for the
+// new one: four calls per huge block, however large, instead of reserving both.
+// Free pages of the shared range are not given back this way: they would be created
+// again by the next blocks placed there (within the growth allowance, Note [Page moves]),
+// and the two would take turns every step (measured: thousands of calls per step on the
+// corpus' dynamic-shape family). Instead the huge request goes to them: a request of at
+// least dedicated_mapping_threshold_bytes that no cached mapping fits exactly, and whose
+// own mapping would still pass the mark, is placed in the shared range whenever it has a
+// free page (huge_block_fits_shared_pages) -- a mapping of its own would leave those pages
+// idle at the new peak. There it takes free pages like any block (moves and creations,
+// Note [Page moves]), at one map call per page instead of one per mapping. Measured on 3
+// corpus seeds per family: huge-tensors 1.214x -> 1.003x the ideal (steady-pass calls 460
+// -> 72, first-pass calls 8,366 -> 14,246), dynamic shapes 1.035x -> 1.007x, many streams
+// 1.108x -> 1.068x (but steady-pass calls 2,700 -> 9,944); the other families unchanged.
+void large_pool::make_room_for_growth(std::size_t bytes) noexcept {
+  while (dedicated_cached_bytes_ != 0 && reserved_bytes() + bytes > reserved_high_water_bytes_) {
+    std::uintptr_t largest = 0;
+    std::size_t largest_bytes = 0;
+    for (const auto& [base, mapping] : dedicated_) {
+      if (mapping.in_use || mapping.bytes <= largest_bytes) continue;
+      if (!streams_idle(mapping.streams)) continue;
+      largest = base;
+      largest_bytes = mapping.bytes;
+    }
+    if (largest_bytes == 0 || !release_dedicated(largest)) return;  // none idle, or a call failed
+  }
+}
+
+bool large_pool::huge_block_fits_shared_pages(std::size_t size_bytes) noexcept {
+  const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
+  for (const auto& [base, mapping] : dedicated_)
+    if (!mapping.in_use && mapping.bytes == bytes && mapping.range_bytes == bytes) return false;  // reused in place
+  make_room_for_growth(bytes);
+  if (reserved_bytes() + bytes <= reserved_high_water_bytes_) return false;  // no new peak
+  return !pages_.cached_free_pages().empty();
+}
+
+// Note [Move budget]
+// Past the growth allowance (Note [Page moves]) a missing page is moved: an unmap and a map,
+// no new memory. A loop whose blocks touch more distinct pages over a step than at its
+// peak is first offered a loop plan (Note [Loop plans]), which lays the step out within
+// its old pages. A loop no plan fits (its sizes vary from step to step, or its layout is
+// too wide) moved pages every step for ever: in the corpus' many-stream family up to
+// 10,000 map/unmap calls per step, where expandable segments make none. The rule: once
+// planning has failed -- a candidate step's layout was too wide, a plan was abandoned or
+// found no address range, or a whole log passed without a plan (loop_plan::
+// planning_failed(); always, with plans off) -- a page is moved only while the pool has
+// moved fewer pages than it has created. Creating a page costs two calls once
+// (cuMemCreate, cuMemMap) and the page stays; a move costs two calls every time. So moving
+// may at most double what creating cost; past that a missing page is created, and each
+// creation buys one more move. A churning loop thus creates about half of what it keeps
+// lacking in each step past the budget, until its step's pages stay mapped and it makes
+// no call; reserved memory settles at most at the pages the step touches over time -- the
+// end state of page_moves:false, reached only by loops that churn and that no plan fits.
+// A workload that moves rarely (a shrinking phase, a one-off peak) keeps moving, and with
+// it the lowest reserved memory. Moves that are not a choice ignore the budget: a loop
+// plan's, and those under the reserved limit or after the device refused a page; they
+// count all the same. Pages created only because the budget refused a move count as churn
+// for the plan finder, as moves do (churn_count()), so such a loop can still be planned
+// later. Waiting for planning to fail matters: charged from the start, the budget settled
+// pangu_2.6B by growth (1.111x the ideal) before its plan formed (1.013x) -- that loop's
+// first step already moves 2.3 pages per page created. Measured (3 corpus seeds per
+// family, before huge requests went to the shared range): many-stream steady-pass calls
+// 14,600 -> 2,700 for 1.040x -> 1.108x the ideal, KV-cache eviction 362 -> 18 for 1.058x
+// -> 1.077x; every shared trace unchanged.
+// page_move_budget:false moves whenever past the allowance.
+bool large_pool::move_within_budget() const noexcept {
+  return !settings_.conf.page_move_budget || !plan_.planning_failed() || counters_.page_moves < pages_created_;
+}
+
+}  // namespace fragless::core
