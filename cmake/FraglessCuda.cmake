@@ -48,8 +48,8 @@ if(NOT FRAGLESS_CUDA_WHEEL_ROOT OR NOT EXISTS "${_cudart}" OR NOT EXISTS "${_cud
                       "include/crt/host_config.h and lib/libcudart.so.13")
 endif()
 
-file(STRINGS "${_cuda_header}" _cudart_version_line REGEX "^#define CUDART_VERSION ")
-string(REGEX REPLACE ".*CUDART_VERSION ([0-9]+).*" "\\1" _cudart_version "${_cudart_version_line}")
+file(STRINGS "${_cuda_header}" _cudart_version_line REGEX "^#define CUDART_VERSION[ \t]+[0-9]+")
+string(REGEX REPLACE ".*CUDART_VERSION[ \t]+([0-9]+).*" "\\1" _cudart_version "${_cudart_version_line}")
 math(EXPR _cuda_major "${_cudart_version} / 1000")
 math(EXPR _cuda_minor "(${_cudart_version} % 1000) / 10")
 set(CUDAToolkit_VERSION "${_cuda_major}.${_cuda_minor}")
