@@ -30,9 +30,11 @@ device_memory_info::device_memory_info() {
   initialised_ = init != nullptr && get_handle_ != nullptr && get_memory_ != nullptr && init() == 0;
 }
 
+// NVML stays loaded: it (and the driver library it loads) may keep process-lifetime state
+// that unloading would strand, which LeakSanitizer then reports as leaks. The process is a
+// short-lived CLI; loading it once is enough.
 device_memory_info::~device_memory_info() {
   if (initialised_ && shutdown_ != nullptr) shutdown_();
-  if (library_ != nullptr) ::dlclose(library_);
 }
 
 std::optional<device_memory> device_memory_info::query(int device) const {

@@ -145,6 +145,9 @@ struct State {
   std::unordered_map<uint64_t, Stream*> stream_by_id;           // every stream incl. legacy and destroyed
   // Note [Destroyed streams]: destroyed streams whose work is still pending (no handle).
   std::vector<std::unique_ptr<Stream>> destroyed_streams;
+  // Note [Destroyed streams]: the objects behind destroyed handles, newest last; the next
+  // stream created takes the newest, so it receives the handle just destroyed.
+  std::vector<std::unique_ptr<Stream>> reusable_stream_objects;
   std::unordered_map<void*, std::unique_ptr<Event>> events;
   std::map<uintptr_t, int> ipc_opened;  // base -> open count
   std::vector<std::string> race_reports;

@@ -22,9 +22,11 @@
 // completion later: it stays pending (completed by simcuda_advance of other streams' waits,
 // device synchronization, cudaFree, or events recorded before the destroy), and the race
 // oracle still checks other streams' work against it. The handle is dead at once (calls
-// with it fail with an invalid handle) and, as in CUDA, may be handed to the next stream
+// with it fail with an invalid handle) and, as CUDA may, is handed to the next stream
 // created: the pending state moves to a Stream object of its own, found only by id, and the
-// object at the handle's address is freed. Destroyed streams with no pending work left are
+// object at the handle's address is kept for reuse, newest first -- deterministically, so a
+// test of handle reuse does not depend on the host allocator (a sanitizer's quarantine
+// never hands freed memory back at once). Destroyed streams with no pending work left are
 // dropped at the next destroy.
 //
 // Note [Simulated time]
@@ -89,7 +91,14 @@ Stream* stream_by_id_locked(uint64_t id) {
 
 Stream* create_stream_locked(int device, unsigned flags, int priority) {
   State& self = state();
-  auto created = std::make_unique<Stream>();
+  std::unique_ptr<Stream> created;
+  if (!self.reusable_stream_objects.empty()) {  // Note [Destroyed streams]: the newest handle
+    created = std::move(self.reusable_stream_objects.back());
+    self.reusable_stream_objects.pop_back();
+    *created = Stream{};
+  } else {
+    created = std::make_unique<Stream>();
+  }
   Stream* stream = created.get();
   stream->id = self.next_stream_id++;
   stream->device = device;
@@ -140,6 +149,7 @@ CUresult destroy_stream_locked(void* handle) {
     self.stream_by_id[kept->id] = kept.get();
     self.destroyed_streams.push_back(std::move(kept));
   }
+  self.reusable_stream_objects.push_back(std::move(found->second));
   self.streams.erase(found);
   return CUDA_SUCCESS;
 }
