@@ -1,11 +1,11 @@
-// Large pool, VMM mode: the shared range's pages -- where a block goes (Note [Placement]),
+// VMM pool: the shared range's pages -- where a block goes (Note [Placement]),
 // the pages kept mapped as a cache (Note [Page cache]) and when a missing page is moved
 // rather than created (Note [Page moves]).
 // Invariant: a page is mapped while a live block touches it; a page moved or released is
 // one no stream can still touch; every handle taken off a page is mapped again, released,
 // or queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
@@ -72,7 +72,7 @@ constexpr int kMoveCandidates = 8;
 // moving; page_moves off never moves while the reserved limit and the device allow.
 
 // Note [Placement]
-std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placement(std::size_t size_bytes) const {
+std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::choose_placement(std::size_t size_bytes) const {
   // Ordinary placement never enters a loop plan's range (Note [Loop plans]).
   std::optional<free_range> range =
       plan_range_bytes_ == 0 ? index_.best_fit(size_bytes) : index_.best_fit_in(size_bytes, 0);
@@ -87,19 +87,19 @@ std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placemen
   return std::make_pair(use_end ? at_end : range->address, *range);
 }
 
-bool large_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+bool vmm_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   auto after = placed_blocks_.lower_bound(address);
   if (after == placed_blocks_.begin()) return false;
   const auto& [start, block] = *std::prev(after);
   return block.size_bytes == size_bytes && start + block.size_bytes == address;
 }
 
-bool large_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+bool vmm_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   auto at = placed_blocks_.find(address);
   return at != placed_blocks_.end() && at->second.size_bytes == size_bytes;
 }
 
-backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                          std::size_t* placed_bytes) {
   bool planned = false;
   const bool recorded = unplanned_scopes_ == 0;
@@ -132,7 +132,7 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
   return backend::status::ok;
 }
 
-backend::status large_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
                                         stream_id stream, bool planned) {
   backend::status result = order_after_streams(range, stream);
   if (result != backend::status::ok) return result;
@@ -143,7 +143,7 @@ backend::status large_pool::place_block(std::uintptr_t address, std::size_t size
   return backend::status::ok;
 }
 
-backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes,
+backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes,
                                               bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
@@ -164,7 +164,7 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
 }
 
 // Note [Page moves]
-backend::status large_pool::take_page(std::size_t first, std::size_t end, bool move_first,
+backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
                                       backend::physical_handle* handle) noexcept {
   backend::status created = backend::status::out_of_memory;
   // Note [Move budget]: past the allowance, a move must also be paid for by pages created.
@@ -198,7 +198,7 @@ backend::status large_pool::take_page(std::size_t first, std::size_t end, bool m
 // Note [Page moves]: how many pages may be mapped before a missing page is moved rather
 // than created: the headroom over the peak of live bytes, and never fewer than the peak of
 // pages live blocks touched at once (below that, moving cannot help).
-std::size_t large_pool::growth_allowance_pages() const noexcept {
+std::size_t vmm_pool::growth_allowance_pages() const noexcept {
   if (settings_.conf.page_move_headroom <= 0.0) return 0;
   const double allowed_bytes = static_cast<double>(pages_.live_high_water_bytes()) * (1.0 + settings_.conf.page_move_headroom);
   const auto allowed_pages = static_cast<std::size_t>(allowed_bytes / static_cast<double>(pages_.page_bytes()));
@@ -206,7 +206,7 @@ std::size_t large_pool::growth_allowance_pages() const noexcept {
 }
 
 // Moves a cached free page (outside [first, end)) whose past users are all done.
-bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
+bool vmm_pool::take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
   // A loop plan's pages stay where the plan needs them every step (Note [Loop plans]).
@@ -237,27 +237,7 @@ bool large_pool::take_cached_page(std::size_t first, std::size_t end, backend::p
   return false;
 }
 
-bool large_pool::streams_idle(const stream_set& streams) noexcept {
-  for (stream_id stream : streams.streams())
-    if (events_.stream_idle(stream) != backend::status::ok) return false;
-  return true;
-}
-
-bool large_pool::make_range_idle(std::uintptr_t address) noexcept {
-  std::optional<free_range> range = index_.containing(address);
-  if (!range || range->streams.empty()) return true;
-  if (!streams_idle(range->streams)) return false;
-  // Every stream of the range is idle now: the whole range is clean.
-  try {
-    index_.carve(range->address, range->size_bytes);
-    index_.insert(free_range{range->address, range->size_bytes, range->segment_id, {}});
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
-
-backend::status large_pool::map_page(std::size_t page, backend::physical_handle handle) noexcept {
+backend::status vmm_pool::map_page(std::size_t page, backend::physical_handle handle) noexcept {
   const std::int64_t start = now_ns();
   backend::status result = backend_.map(device_, pages_.page_address(page), pages_.page_bytes(), handle);
   counters_.map_ns += now_ns() - start;
@@ -269,7 +249,7 @@ backend::status large_pool::map_page(std::size_t page, backend::physical_handle 
   return backend::status::ok;
 }
 
-void large_pool::release_handle(backend::physical_handle handle) noexcept {
+void vmm_pool::release_handle(backend::physical_handle handle) noexcept {
   if (backend_.release_physical(device_, handle) == backend::status::ok) {
     ++counters_.device_free;
     return;
