@@ -54,6 +54,14 @@ CUresult pool_alloc(CUdeviceptr* pointer, size_t bytes, MemoryPool* pool, CUstre
   });
 }
 
+CUresult default_pool(CUmemoryPool* pool, CUdevice device) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
+  return CUDA_SUCCESS;
+}
+
 // The pool attribute calls: a null value or an unknown pool is CUDA_ERROR_INVALID_VALUE.
 // Takes the state lock and runs `body(pool)`.
 template <typename Body>
@@ -69,20 +77,13 @@ CUresult on_pool_attribute(CUmemoryPool handle, void* value, Body&& body) {
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
   SIMCUDA_DRIVER_ENTER();
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
-  return CUDA_SUCCESS;
+  return default_pool(pool, device);
 }
 
+// The current pool is always the default one (Note [Simple memory pools]).
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice device) {
   SIMCUDA_DRIVER_ENTER();
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
-  return CUDA_SUCCESS;
+  return default_pool(pool, device);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
