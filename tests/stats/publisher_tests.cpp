@@ -413,8 +413,9 @@ TEST_CASE("listing skips and removes stale pages, and reports bad ones") {
 
 namespace {
 
-// A copy of our own page as `name` with header fields patched (Note [Stats pages across PID
-// namespaces]): what a process in another namespace sharing the directory would write.
+// A copy of our own page as `name` with header fields patched
+// (Note [Stats pages across PID namespaces]): what a process in another namespace sharing
+// the directory would write.
 void write_page_copy(const runtime_directory& runtime, const std::string& name, std::int64_t pid,
                      std::uint64_t pid_namespace) {
   const std::string path = runtime.stats_dir() + "/" + name;
