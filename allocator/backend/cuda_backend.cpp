@@ -1,14 +1,14 @@
-// The real CUDA backend: the ONLY file of libfragless that includes CUDA headers.
-// Runtime calls (cudaMalloc, events, streams) go through libcudart; VMM calls go through
-// driver entry points obtained with cudaGetDriverEntryPointByVersion, so libfragless
-// never links libcuda directly. Invariant: every call restores the caller's current
+// The real CUDA backend: with driver_entry_points.*, the only code of libfragless that
+// includes CUDA headers. Runtime calls (cudaMalloc, events, streams) go through libcudart;
+// VMM calls go through the driver entry points that driver_entry_points.cpp resolves with
+// cudaGetDriverEntryPointByVersion, so libfragless never links libcuda directly. Invariant: every call restores the caller's current
 // device (Note [Device guard]) and never throws.
 #include "backend/backend.hpp"
 #include "backend/capture_aware_backend.hpp"
+#include "backend/driver_entry_points.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <cudaTypedefs.h>
 
 #include <atomic>
 #include <cstring>
@@ -110,43 +110,6 @@ class relaxed_capture_guard {
   bool active_ = false;
 };
 
-struct driver_table {
-  PFN_cuMemCreate_v10020 mem_create = nullptr;
-  PFN_cuMemRelease_v10020 mem_release = nullptr;
-  PFN_cuMemAddressReserve_v10020 address_reserve = nullptr;
-  PFN_cuMemAddressFree_v10020 address_free = nullptr;
-  PFN_cuMemMap_v10020 mem_map = nullptr;
-  PFN_cuMemUnmap_v10020 mem_unmap = nullptr;
-  PFN_cuMemSetAccess_v10020 set_access = nullptr;
-  PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
-  PFN_cuDeviceGetAttribute_v2000 device_attribute = nullptr;
-  bool complete = false;
-  // Optional (Note [IPC sharing]): sharing fails with a clear error without them.
-  PFN_cuMemExportToShareableHandle_v10020 export_handle = nullptr;
-  PFN_cuMemImportFromShareableHandle_v10020 import_handle = nullptr;
-};
-
-template <typename F>
-bool load(const char* symbol, F* function) {
-  void* pointer = nullptr;
-  cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion(symbol, &pointer, 12000, cudaEnableDefault, &query) != cudaSuccess ||
-      query != cudaDriverEntryPointSuccess || pointer == nullptr) {
-    cudaGetLastError();
-    return false;
-  }
-  *function = reinterpret_cast<F>(pointer);
-  return true;
-}
-
-CUmemAllocationProp allocation_prop(int device) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  return prop;
-}
-
 class cuda_backend final : public backend {
  public:
   const char* name() const noexcept override { return "cuda"; }
@@ -202,7 +165,7 @@ class cuda_backend final : public backend {
   }
 
   bool supports_vmm(int device) noexcept override {
-    const driver_table& table = drivers();
+    const driver_entry_points& table = drivers();
     if (!table.complete) return false;
     int supported = 0;
     if (table.device_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
@@ -212,9 +175,9 @@ class cuda_backend final : public backend {
   }
 
   std::size_t vmm_granularity_bytes(int device) noexcept override {
-    const driver_table& table = drivers();
+    const driver_entry_points& table = drivers();
     std::size_t granularity = 0;
-    CUmemAllocationProp prop = allocation_prop(device);
+    CUmemAllocationProp prop = device_allocation_prop(device);
     if (!table.complete ||
         table.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS ||
         granularity == 0)
@@ -238,7 +201,7 @@ class cuda_backend final : public backend {
 
   status create_physical(int device, std::size_t bytes, physical_handle* handle) noexcept override {
     relaxed_capture_guard relaxed;  // Note [Capture underway]
-    CUmemAllocationProp prop = allocation_prop(device);
+    CUmemAllocationProp prop = device_allocation_prop(device);
     CUmemGenericAllocationHandle created = 0;
     // Exportable as a file descriptor (Note [IPC sharing]) where the driver allows it; a
     // driver that refuses the handle type once gets plain allocations from then on.
@@ -264,15 +227,12 @@ class cuda_backend final : public backend {
 
   status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept override {
     relaxed_capture_guard relaxed;  // Note [Capture underway]
-    const driver_table& table = drivers();
+    const driver_entry_points& table = drivers();
     status result = from_driver(
         table.mem_map(static_cast<CUdeviceptr>(address), bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0),
         "cuMemMap");
     if (result != status::ok) return result;
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const CUmemAccessDesc access = device_read_write_access(device);
     result = from_driver(table.set_access(static_cast<CUdeviceptr>(address), bytes, &access, 1), "cuMemSetAccess");
     if (result != status::ok) table.mem_unmap(static_cast<CUdeviceptr>(address), bytes);
     return result;
@@ -316,7 +276,7 @@ class cuda_backend final : public backend {
 
   status export_physical(int device, physical_handle handle, int* file_descriptor) noexcept override {
     (void)device;
-    const driver_table& table = drivers();
+    const driver_entry_points& table = drivers();
     if (table.export_handle == nullptr) return unsupported("cuMemExportToShareableHandle");
     if (!exportable_.load(std::memory_order_relaxed))
       return unsupported("exportable cuMemCreate allocations (the driver refused POSIX file descriptor handles)");
@@ -327,7 +287,7 @@ class cuda_backend final : public backend {
 
   status import_physical(int device, int file_descriptor, physical_handle* handle) noexcept override {
     (void)device;
-    const driver_table& table = drivers();
+    const driver_entry_points& table = drivers();
     if (table.import_handle == nullptr) return unsupported("cuMemImportFromShareableHandle");
     CUmemGenericAllocationHandle imported = 0;
     const status result = from_driver(
@@ -360,18 +320,8 @@ class cuda_backend final : public backend {
   }
 
  private:
-  const driver_table& drivers() noexcept {
-    std::call_once(drivers_loaded_, [this] {
-      driver_table& t = drivers_;
-      t.complete = load("cuMemCreate", &t.mem_create) && load("cuMemRelease", &t.mem_release) &&
-                   load("cuMemAddressReserve", &t.address_reserve) && load("cuMemAddressFree", &t.address_free) &&
-                   load("cuMemMap", &t.mem_map) && load("cuMemUnmap", &t.mem_unmap) &&
-                   load("cuMemSetAccess", &t.set_access) &&
-                   load("cuMemGetAllocationGranularity", &t.granularity) &&
-                   load("cuDeviceGetAttribute", &t.device_attribute);
-      load("cuMemExportToShareableHandle", &t.export_handle);
-      load("cuMemImportFromShareableHandle", &t.import_handle);
-    });
+  const driver_entry_points& drivers() noexcept {
+    std::call_once(drivers_loaded_, [this] { drivers_ = load_driver_entry_points(); });
     return drivers_;
   }
 
@@ -384,7 +334,7 @@ class cuda_backend final : public backend {
   }
 
   std::once_flag drivers_loaded_;
-  driver_table drivers_;
+  driver_entry_points drivers_;
   std::atomic<bool> exportable_{true};
 };
 

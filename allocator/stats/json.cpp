@@ -133,16 +133,37 @@ class reader {
     return parse_number(out);
   }
 
-  bool parse_object(value& out, int depth) {
-    out = value::make_object();
+  // The members of an object or the items of an array, from its opening bracket: each read
+  // by `parse_item()`, separated by ',' up to `closer`. The messages name the container.
+  template <typename ParseItem>
+  bool parse_items(char closer, ParseItem&& parse_item) {
+    const bool object = closer == '}';
     ++position_;
     skip_space();
-    if (position_ < text_.size() && text_[position_] == '}') {
+    if (position_ < text_.size() && text_[position_] == closer) {
       ++position_;
       return true;
     }
     while (true) {
       skip_space();
+      if (!parse_item()) return false;
+      skip_space();
+      if (position_ >= text_.size()) return fail(object ? "unexpected end of input in object" : "unexpected end of input in array");
+      if (text_[position_] == ',') {
+        ++position_;
+        continue;
+      }
+      if (text_[position_] == closer) {
+        ++position_;
+        return true;
+      }
+      return fail(object ? "',' or '}' expected" : "',' or ']' expected");
+    }
+  }
+
+  bool parse_object(value& out, int depth) {
+    out = value::make_object();
+    return parse_items('}', [&] {
       if (position_ >= text_.size() || text_[position_] != '"') return fail("object key expected");
       std::string key;
       if (!parse_string(key)) return false;
@@ -153,45 +174,18 @@ class reader {
       value member;
       if (!parse_value(member, depth + 1)) return false;
       out.set(std::move(key), std::move(member));
-      skip_space();
-      if (position_ >= text_.size()) return fail("unexpected end of input in object");
-      if (text_[position_] == ',') {
-        ++position_;
-        continue;
-      }
-      if (text_[position_] == '}') {
-        ++position_;
-        return true;
-      }
-      return fail("',' or '}' expected");
-    }
+      return true;
+    });
   }
 
   bool parse_array(value& out, int depth) {
     out = value::make_array();
-    ++position_;
-    skip_space();
-    if (position_ < text_.size() && text_[position_] == ']') {
-      ++position_;
-      return true;
-    }
-    while (true) {
-      skip_space();
+    return parse_items(']', [&] {
       value item;
       if (!parse_value(item, depth + 1)) return false;
       out.push(std::move(item));
-      skip_space();
-      if (position_ >= text_.size()) return fail("unexpected end of input in array");
-      if (text_[position_] == ',') {
-        ++position_;
-        continue;
-      }
-      if (text_[position_] == ']') {
-        ++position_;
-        return true;
-      }
-      return fail("',' or ']' expected");
-    }
+      return true;
+    });
   }
 
   bool hex4(std::uint32_t& code) {

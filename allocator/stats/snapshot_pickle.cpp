@@ -3,6 +3,7 @@
 // (no GLOBAL/REDUCE), so safe data-only readers and pickle.load both accept it.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "fragless/stats_snapshot.hpp"
 
@@ -80,6 +81,32 @@ class pickle_writer {
   void appends() { out_ += op_appends; }
   void tuple2() { out_ += op_tuple2; }
 
+  // A dict whose items `write_items` writes as key, value, key, value...
+  template <typename WriteItems>
+  void dict(WriteItems&& write_items) {
+    empty_dict();
+    mark();
+    write_items();
+    setitems();
+  }
+  // A list of `count` items, item i written by `write_item(i)`.
+  template <typename WriteItem>
+  void list(std::size_t count, WriteItem&& write_item) {
+    empty_list();
+    if (count == 0) return;
+    mark();
+    for (std::size_t i = 0; i < count; ++i) write_item(i);
+    appends();
+  }
+  void unsigned_item(std::string_view key, std::uint64_t value) {
+    text(key);
+    unsigned_integer(value);
+  }
+  void text_item(std::string_view key, std::string_view value) {
+    text(key);
+    text(value);
+  }
+
  private:
   void append_little_endian(std::uint64_t value, int bytes) {
     for (int i = 0; i < bytes; ++i) out_ += static_cast<char>((value >> (8 * i)) & 0xff);
@@ -88,19 +115,14 @@ class pickle_writer {
 };
 
 void write_block(pickle_writer& w, const snapshot_block& block) {
-  w.empty_dict();
-  w.mark();
-  w.text("address");
-  w.unsigned_integer(block.address);
-  w.text("size");
-  w.unsigned_integer(block.size_bytes);
-  w.text("requested_size");
-  w.unsigned_integer(block.requested_bytes);
-  w.text("state");
-  w.text(to_pytorch_state(block.state));
-  w.text("frames");
-  w.empty_list();
-  w.setitems();
+  w.dict([&] {
+    w.unsigned_item("address", block.address);
+    w.unsigned_item("size", block.size_bytes);
+    w.unsigned_item("requested_size", block.requested_bytes);
+    w.text_item("state", to_pytorch_state(block.state));
+    w.text("frames");
+    w.empty_list();
+  });
 }
 
 void write_segment(pickle_writer& w, const snapshot_segment& segment) {
@@ -112,73 +134,47 @@ void write_segment(pickle_writer& w, const snapshot_segment& segment) {
     }
     if (block.state != block_state::free) active += block.size_bytes;
   }
-  w.empty_dict();
-  w.mark();
-  w.text("device");
-  w.integer(segment.device);
-  w.text("address");
-  w.unsigned_integer(segment.address);
-  w.text("total_size");
-  w.unsigned_integer(segment.size_bytes);
-  w.text("allocated_size");
-  w.unsigned_integer(allocated);
-  w.text("active_size");
-  w.unsigned_integer(active);
-  w.text("requested_size");
-  w.unsigned_integer(requested);
-  w.text("stream");
-  w.unsigned_integer(segment.stream);
-  w.text("segment_type");
-  w.text(segment.pool == pool_small ? "small" : "large");
-  w.text("segment_pool_id");  // (0, fragless pool id); (0, 0): the device's own cache
-  w.integer(0);
-  w.integer(static_cast<std::int64_t>(segment.private_pool));
-  w.tuple2();
-  w.text("is_expandable");
-  w.boolean(segment.is_expandable);
-  w.text("frames");
-  w.empty_list();
-  w.text("blocks");
-  w.empty_list();
-  if (!segment.blocks.empty()) {
-    w.mark();
-    for (const snapshot_block& block : segment.blocks) write_block(w, block);
-    w.appends();
-  }
-  w.setitems();
+  w.dict([&] {
+    w.text("device");
+    w.integer(segment.device);
+    w.unsigned_item("address", segment.address);
+    w.unsigned_item("total_size", segment.size_bytes);
+    w.unsigned_item("allocated_size", allocated);
+    w.unsigned_item("active_size", active);
+    w.unsigned_item("requested_size", requested);
+    w.unsigned_item("stream", segment.stream);
+    w.text_item("segment_type", segment.pool == pool_small ? "small" : "large");
+    w.text("segment_pool_id");  // (0, fragless pool id); (0, 0): the device's own cache
+    w.integer(0);
+    w.integer(static_cast<std::int64_t>(segment.private_pool));
+    w.tuple2();
+    w.text("is_expandable");
+    w.boolean(segment.is_expandable);
+    w.text("frames");
+    w.empty_list();
+    w.text("blocks");
+    w.list(segment.blocks.size(), [&](std::size_t i) { write_block(w, segment.blocks[i]); });
+  });
 }
 
 }  // namespace
 
 std::string to_pytorch_pickle(const memory_snapshot& snapshot) {
   pickle_writer w;
-  w.empty_dict();
-  w.mark();
-  w.text("segments");
-  w.empty_list();
-  if (!snapshot.segments.empty()) {
-    w.mark();
-    for (const snapshot_segment& segment : snapshot.segments) write_segment(w, segment);
-    w.appends();
-  }
-  w.text("device_traces");
-  w.empty_list();
-  if (snapshot.device_count > 0) {
-    w.mark();
-    for (int device = 0; device < snapshot.device_count; ++device) w.empty_list();
-    w.appends();
-  }
-  w.text("allocator_settings");
-  w.empty_dict();
-  w.mark();
-  w.text("backend");
-  w.text("fragless");
-  w.text("settings");
-  w.text(snapshot.settings);
-  w.text("max_split_size");
-  w.integer(snapshot.max_split_size);
-  w.setitems();
-  w.setitems();
+  w.dict([&] {
+    w.text("segments");
+    w.list(snapshot.segments.size(), [&](std::size_t i) { write_segment(w, snapshot.segments[i]); });
+    w.text("device_traces");
+    w.list(snapshot.device_count > 0 ? static_cast<std::size_t>(snapshot.device_count) : 0,
+           [&](std::size_t) { w.empty_list(); });
+    w.text("allocator_settings");
+    w.dict([&] {
+      w.text_item("backend", "fragless");
+      w.text_item("settings", snapshot.settings);
+      w.text("max_split_size");
+      w.integer(snapshot.max_split_size);
+    });
+  });
   return w.finish();
 }
 

@@ -20,6 +20,18 @@ bool private_to_us(const struct stat& status) {
   return status.st_uid == ::geteuid() && (status.st_mode & 077) == 0;
 }
 
+// `fd` when it is of file type `type` (S_IFDIR, S_IFREG) and private to us; otherwise it is
+// closed, `error` says which check failed, and the answer is -1.
+int keep_if_private(int fd, mode_t type, const std::string& wrong_type, const std::string& not_private,
+                    std::string& error) {
+  struct stat status{};
+  const bool right_type = ::fstat(fd, &status) == 0 && (status.st_mode & S_IFMT) == type;
+  if (right_type && private_to_us(status)) return fd;
+  error = right_type ? not_private : wrong_type;
+  ::close(fd);
+  return -1;
+}
+
 }  // namespace
 
 std::string path() {
@@ -46,19 +58,10 @@ int open_directory(bool create, std::string& error) {
     return -1;
   }
   if (created) ::fchmod(fd, 0700);  // mkdir's mode went through the umask
-  struct stat status{};
-  if (::fstat(fd, &status) != 0 || !S_ISDIR(status.st_mode)) {
-    error = directory + ": not a directory";
-    ::close(fd);
-    return -1;
-  }
-  if (!private_to_us(status)) {
-    error = directory + ": refused, it must be owned by uid " + std::to_string(::geteuid()) +
-            " with no group/other access (mode 0700)";
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  return keep_if_private(fd, S_IFDIR, directory + ": not a directory",
+                         directory + ": refused, it must be owned by uid " + std::to_string(::geteuid()) +
+                             " with no group/other access (mode 0700)",
+                         error);
 }
 
 int create_file(int directory_fd, const std::string& name, std::string& error) {
@@ -83,18 +86,8 @@ int open_file(int directory_fd, const std::string& name, bool writable, std::str
     error = name + ": " + (saved == ELOOP ? std::string("is a symlink (refused)") : errno_text(saved));
     return -1;
   }
-  struct stat status{};
-  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
-    error = name + ": not a regular file (refused)";
-    ::close(fd);
-    return -1;
-  }
-  if (!private_to_us(status)) {
-    error = name + ": refused, not owned by us with mode 0600";
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  return keep_if_private(fd, S_IFREG, name + ": not a regular file (refused)",
+                         name + ": refused, not owned by us with mode 0600", error);
 }
 
 std::string page_file_name(pid_t pid) { return std::to_string(pid) + ".stats"; }

@@ -103,18 +103,22 @@ std::string own_command() {
   return "?";
 }
 
-// Whether `name` is a stats page (a regular file of ours with the magic) written in another
-// PID namespace than ours (Note [Stats pages across PID namespaces]).
-bool is_other_namespace_page(int directory_fd, const std::string& name, std::uint64_t own_namespace) {
+// Reads the header of `name` when it is a stats page (a regular file of ours with the magic).
+bool read_page_header(int directory_fd, const std::string& name, stats_page::header& header) {
   std::string error;
   const int fd = stats_directory::open_file(directory_fd, name, false, error);
   if (fd < 0) return false;
-  stats_page::header header{};
   const ssize_t n = ::pread(fd, &header, sizeof header, 0);
   ::close(fd);
   return n == static_cast<ssize_t>(sizeof header) &&
-         std::memcmp(header.magic, stats_page::magic, sizeof header.magic) == 0 &&
-         header.pid_namespace != own_namespace;
+         std::memcmp(header.magic, stats_page::magic, sizeof header.magic) == 0;
+}
+
+// Whether `name` is a stats page written in another PID namespace than ours
+// (Note [Stats pages across PID namespaces]).
+bool is_other_namespace_page(int directory_fd, const std::string& name, std::uint64_t own_namespace) {
+  stats_page::header header{};
+  return read_page_header(directory_fd, name, header) && header.pid_namespace != own_namespace;
 }
 
 // A stale page of ours: a regular file we own whose recorded process is provably gone
@@ -122,14 +126,8 @@ bool is_other_namespace_page(int directory_fd, const std::string& name, std::uin
 // another process than the one that wrote it (we hold the pid now, so a same-namespace page
 // with another start time is an earlier holder's).
 bool is_stale_page(int directory_fd, const std::string& name) {
-  std::string error;
-  const int fd = stats_directory::open_file(directory_fd, name, false, error);
-  if (fd < 0) return false;
   stats_page::header header{};
-  const ssize_t n = ::pread(fd, &header, sizeof header, 0);
-  ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof header)) return false;
-  if (std::memcmp(header.magic, stats_page::magic, sizeof header.magic) != 0) return false;
+  if (!read_page_header(directory_fd, name, header)) return false;
   const std::uint64_t own_namespace = stats_directory::own_pid_namespace();
   if (own_namespace == 0 || header.pid_namespace != own_namespace) return false;
   return !stats_directory::process_is_running(static_cast<pid_t>(header.pid), header.start_time_ticks) ||

@@ -73,10 +73,4 @@ std::uint64_t workload_random::log_uniform(std::uint64_t low, std::uint64_t high
   return value < low ? low : (value > high ? high : value);
 }
 
-workload_start::workload_start(const std::string& name, std::uint32_t streams, std::uint64_t seed)
-    : timeline(trace, streams), random(seed) {
-  trace.name = name;
-  trace.source_format = "builtin";
-}
-
 }  // namespace fragless::bench

@@ -1,7 +1,7 @@
 // tensor_timeline: what the generators use to write allocation lifetimes as a framework
 // would: tensors of a dtype and shape allocated and freed on a stream, a small,
-// deterministic random source (identical on every platform), and workload_start, the
-// preamble every generator shares (the trace, its timeline and its random source).
+// deterministic random source (identical on every platform), and write_workload, the
+// preamble and ending every generator shares (the trace, its timeline and its random source).
 // Invariant: the produced trace satisfies validate_trace (ids are fresh per tensor), and
 // every draw of workload_random is a pure function of the seed (integer arithmetic only).
 #pragma once
@@ -60,18 +60,18 @@ private:
   std::uint64_t state_;
 };
 
-// The preamble every generator shares: an empty built-in trace named `name` with
-// `streams` streams, the timeline writing into it and the random source of `seed`.
-// Not movable (the timeline refers to the trace): take the trace with finish().
-struct workload_start {
-  workload_start(const std::string& name, std::uint32_t streams, std::uint64_t seed);
-  workload_start(const workload_start&) = delete;
-  workload_start& operator=(const workload_start&) = delete;
-  traces::trace finish() { return std::move(trace); }
-
+// The preamble and the ending every generator shares: an empty built-in trace named `name`
+// with `streams` streams, a timeline writing into it and the random source of `seed` are
+// handed to `write(timeline, random)`, and the trace it wrote is returned.
+template <typename Write>
+traces::trace write_workload(const std::string& name, std::uint32_t streams, std::uint64_t seed, Write&& write) {
   traces::trace trace;
-  tensor_timeline timeline;
-  workload_random random;
-};
+  trace.name = name;
+  trace.source_format = "builtin";
+  tensor_timeline timeline(trace, streams);
+  workload_random random(seed);
+  write(timeline, random);
+  return trace;
+}
 
 }  // namespace fragless::bench

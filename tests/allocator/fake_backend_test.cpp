@@ -3,36 +3,20 @@
 // in both VMM and cudaMalloc modes -- no CUDA involved.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <random>
-
-#include "consistency.hpp"
-#include "core/allocator.hpp"
-#include "fake_backend.hpp"
+#include "fake_random_operations.hpp"
 
 using namespace fragless;
 using fragless::testing::fake_backend;
+using fragless::testing::stream_number;
 
 namespace {
 
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
-struct fixture {
-  fake_backend* device_backend;
-  core::allocator instance;
-  fixture(std::uint64_t capacity, bool vmm)
-      : device_backend(new fake_backend(capacity, vmm)),
-        instance(std::unique_ptr<backend::backend>(device_backend), core::cache_settings::for_backend(vmm)) {}
-  core::device_cache& cache() { return instance.device(0); }
-  void check() { fragless::testing::check_consistency(cache().snapshot(), cache().stats()); }
+// The fake-backend fixture in a mode's default settings.
+struct fixture : fragless::testing::fake_fixture {
+  fixture(std::uint64_t capacity, bool vmm) : fake_fixture(capacity, core::cache_settings::for_backend(vmm)) {}
 };
-
-void* stream_number(std::uintptr_t n) { return reinterpret_cast<void*>(n); }
-
-int ops_from_env(int fallback) {
-  const char* text = std::getenv("FRAGLESS_TEST_OPS");
-  return text ? std::atoi(text) : fallback;
-}
 
 }  // namespace
 
@@ -40,47 +24,13 @@ TEST_CASE("fake backend: random operations keep stats and layout consistent", "[
   const bool vmm = GENERATE(true, false);
   INFO("vmm " << vmm);
   fixture f(4 * kGiB, vmm);
-  std::mt19937_64 random(vmm ? 1 : 2);
-  std::vector<std::pair<void*, std::size_t>> live;
-  std::size_t live_bytes = 0;
-  const int operations = ops_from_env(20000);
-  for (int step = 0; step < operations; ++step) {
-    const auto choice = random() % 100;
-    if ((choice < 55 && live_bytes < 2 * kGiB) || live.empty()) {
-      std::size_t size = 0;
-      switch (random() % 4) {
-        case 0: size = 1 + random() % 4096; break;
-        case 1: size = 1 + random() % (64 * 1024); break;
-        case 2: size = 64 * 1024 + random() % (4 << 20); break;
-        default: size = (1 + random() % 40) << 20; break;
-      }
-      void* stream = stream_number(1 + random() % 3);
-      void* block = f.instance.allocate(size, 0, stream);
-      REQUIRE(block != nullptr);
-      REQUIRE(reinterpret_cast<std::uintptr_t>(block) % 512 == 0);
-      if (vmm) REQUIRE(f.device_backend->is_mapped(reinterpret_cast<std::uintptr_t>(block), size));
-      live.push_back({block, size});
-      live_bytes += size;
-    } else if (choice < 60) {
-      f.instance.record_stream(live[random() % live.size()].first, stream_number(1 + random() % 3));
-    } else if (choice < 61) {
-      f.device_backend->events_complete = !f.device_backend->events_complete;
-    } else if (choice < 62) {
-      f.cache().release_cache(random() % 2 ? 0 : (64 << 20));
-    } else {
-      const std::size_t at = random() % live.size();
-      f.instance.deallocate(live[at].first);
-      live_bytes -= live[at].second;
-      live[at] = live.back();
-      live.pop_back();
-    }
-    if (step % 500 == 0) f.check();
-  }
-  f.check();
-  for (auto& [block, size] : live) f.instance.deallocate(block);
-  f.device_backend->events_complete = true;
-  f.cache().release_cache(0);
-  f.check();
+  fragless::testing::random_operation_mix mix;
+  mix.seed = vmm ? 1 : 2;
+  mix.operations = fragless::testing::test_operations(20000);
+  mix.live_limit_bytes = 2 * kGiB;
+  mix.largest_mib = 40;
+  mix.releases_cache = true;
+  fragless::testing::run_random_operations(f, vmm, mix);
   const device_stats stats = f.cache().stats();
   CHECK(stats.allocated_bytes[pool_all].current == 0);
   CHECK(stats.reserved_bytes[pool_all].current == 0);

@@ -6,31 +6,20 @@
 // events_complete switch.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <random>
 #include <string>
 
-#include "consistency.hpp"
-#include "core/allocator.hpp"
-#include "fake_backend.hpp"
+#include "fake_random_operations.hpp"
 
 using namespace fragless;
 using fragless::testing::fake_backend;
+using fragless::testing::stream_number;
 
 namespace {
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
-struct fixture {
-  fake_backend* device_backend;
-  core::allocator instance;
-  fixture(std::uint64_t capacity, const core::cache_settings& settings)
-      : device_backend(new fake_backend(capacity, settings.wants_vmm())),
-        instance(std::unique_ptr<backend::backend>(device_backend), settings) {}
-  core::device_cache& cache() { return instance.device(0); }
-  void check() { fragless::testing::check_consistency(cache().snapshot(), cache().stats()); }
-};
+using fixture = fragless::testing::fake_fixture;
 
 // The table's defaults, except no automatic compaction (compact_threshold_bytes defaults to
 // 256 MiB): each case isolates the option it tests from that other way of releasing cache.
@@ -39,8 +28,6 @@ core::cache_settings mode(bool vmm) {
   settings.conf.compact_threshold_bytes = unlimited_bytes;
   return settings;
 }
-
-void* stream_number(std::uintptr_t n) { return reinterpret_cast<void*>(n); }
 
 }  // namespace
 
@@ -305,45 +292,12 @@ TEST_CASE("all options on: random operations keep stats and layout consistent", 
   settings.conf.large_segment_bytes = 32 * kMiB;
   settings.conf.dedicated_mapping_threshold_bytes = 40 * kMiB;
   fixture f(2 * kGiB, settings);
-  std::mt19937_64 random(vmm ? 3 : 4);
-  std::vector<std::pair<void*, std::size_t>> live;
-  std::size_t live_bytes = 0;
-  const char* ops_text = std::getenv("FRAGLESS_TEST_OPS");
-  const int operations = ops_text ? std::atoi(ops_text) : 8000;
-  for (int step = 0; step < operations; ++step) {
-    const auto choice = random() % 100;
-    if ((choice < 55 && live_bytes < kGiB) || live.empty()) {
-      std::size_t size = 0;
-      switch (random() % 4) {
-        case 0: size = 1 + random() % 4096; break;
-        case 1: size = 1 + random() % (64 * 1024); break;
-        case 2: size = 64 * 1024 + random() % (4 << 20); break;
-        default: size = (1 + random() % 60) << 20; break;
-      }
-      void* stream = stream_number(1 + random() % 3);
-      void* block = f.instance.allocate(size, 0, stream);
-      REQUIRE(block != nullptr);
-      if (vmm) REQUIRE(f.device_backend->is_mapped(reinterpret_cast<std::uintptr_t>(block), size));
-      live.push_back({block, size});
-      live_bytes += size;
-    } else if (choice < 60) {
-      f.instance.record_stream(live[random() % live.size()].first, stream_number(1 + random() % 3));
-    } else if (choice < 62) {
-      f.device_backend->events_complete = !f.device_backend->events_complete;
-    } else {
-      const std::size_t at = random() % live.size();
-      f.instance.deallocate(live[at].first);
-      live_bytes -= live[at].second;
-      live[at] = live.back();
-      live.pop_back();
-    }
-    if (step % 500 == 0) f.check();
-  }
-  f.check();
-  for (auto& [block, size] : live) f.instance.deallocate(block);
-  f.device_backend->events_complete = true;
-  f.cache().release_cache(0);
-  f.check();
+  fragless::testing::random_operation_mix mix;
+  mix.seed = vmm ? 3 : 4;
+  mix.operations = fragless::testing::test_operations(8000);
+  mix.live_limit_bytes = kGiB;
+  mix.largest_mib = 60;
+  fragless::testing::run_random_operations(f, vmm, mix);
   CHECK(f.cache().stats().oversize_allocations.current == 0);
   CHECK(f.device_backend->used_bytes() == 0);
 }

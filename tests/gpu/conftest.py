@@ -19,6 +19,8 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+# Steps shared with tests/torch/python (torch_suite_steps.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "support"))
 import suite_environment  # noqa: E402
 
 import fragless  # noqa: E402

@@ -11,56 +11,12 @@ import pytest
 
 import suite_environment
 from conftest import child_environment
-
-IPC_SCRIPT = """
-import torch
-import torch.multiprocessing as mp
-import fragless
-
-
-def worker(inbox, outbox):
-    fragless.install()  # a spawned worker installs fragless like its parent
-    received = inbox.get()  # parent -> worker
-    outbox.put(("backend", torch.cuda.get_allocator_backend()))
-    outbox.put(("worker saw", received.cpu().tolist()[:3] + [float(received.cpu().sum())]))
-    received.copy_(torch.full((1000,), 7.0))  # written in place: the parent must see it
-    torch.cuda.synchronize()
-    made = torch.arange(500, dtype=torch.float32).cuda()  # worker -> parent
-    outbox.put(("made", made))
-    inbox.get()  # keep `made` alive until the parent has read it
-    del received, made
-
-
-if __name__ == "__main__":
-    fragless.install()
-    context = mp.get_context("spawn")
-    inbox, outbox = context.Queue(), context.Queue()
-    shared = torch.arange(1000, dtype=torch.float32).cuda()
-    process = context.Process(target=worker, args=(inbox, outbox))
-    process.start()
-    inbox.put(shared)
-    results = dict(outbox.get(timeout=300) for _ in range(3))
-    results["parent sees"] = float(shared.cpu().sum())
-    results["parent got"] = float(results.pop("made").cpu().sum())
-    inbox.put("done")
-    process.join(timeout=300)
-    results["worker exit"] = process.exitcode
-    print(results)
-"""
+from torch_suite_steps import ipc_both_ways_failure
 
 
 def test_cuda_tensors_shared_both_ways_through_ipc(tmp_path):
-    script = tmp_path / "ipc.py"
-    script.write_text(IPC_SCRIPT)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
-                            env=child_environment())
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
-    assert "'backend': 'fragless'" in out
-    assert "'worker saw': [0.0, 1.0, 2.0, 499500.0]" in out  # parent -> worker
-    assert "'parent sees': 7000.0" in out  # the worker's write, in the parent's memory
-    assert "'parent got': 124750.0" in out  # worker -> parent
-    assert "'worker exit': 0" in out
+    failure = ipc_both_ways_failure(tmp_path, child_environment())
+    assert failure is None, failure
 
 
 DDP_SCRIPT = """

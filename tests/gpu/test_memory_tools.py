@@ -1,12 +1,11 @@
 """torch.cuda's memory tools report fragless's figures: memory_stats, memory_summary,
 memory_snapshot, and a recorded history dumped with _dump_snapshot that PyTorch's own
 memory_viz code reads (its text reports and its HTML plots)."""
-import pickle
-
 import torch
 from torch.cuda import _memory_viz
 
 import fragless
+from torch_suite_steps import dump_and_load_snapshot, recorded_history
 
 
 def test_memory_stats_match_fragless():
@@ -42,18 +41,12 @@ def test_memory_snapshot_accounts_for_every_byte():
 
 def test_history_dump_is_read_by_memory_viz(tmp_path):
     torch.cuda.empty_cache()
-    torch.cuda.memory._record_memory_history(max_entries=10_000)
-    try:
+    with recorded_history(max_entries=10_000):
         tensors = [torch.empty(size, device="cuda") for size in (100, 10_000, 1 << 20, 3 << 20)]
         freed = tensors.pop(1)
         freed_address = freed.data_ptr()
         del freed
-        path = tmp_path / "snapshot.pickle"
-        torch.cuda.memory._dump_snapshot(str(path))
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
-    with open(path, "rb") as stream:
-        snapshot = pickle.load(stream)
+        snapshot = dump_and_load_snapshot(tmp_path / "snapshot.pickle")
     actions = {(e["action"], e["addr"]) for e in snapshot["device_traces"][0]}
     assert ("alloc", freed_address) in actions and ("free_completed", freed_address) in actions
     assert all(("alloc", t.data_ptr()) in actions for t in tensors)

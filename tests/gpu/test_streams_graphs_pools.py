@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import fragless
+from torch_suite_steps import capture_copy_graph, only_device_pool_left, segment_pool_id
 
 LATE_BYTE = 0xAB
 
@@ -75,27 +76,15 @@ def test_cuda_graph_capture_replay_and_pool():
     with torch.cuda.stream(side):
         static_in.add_(0)  # warm-up outside the capture
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = torch.empty(1000, device="cuda")
-        static_out.copy_(static_in)  # a captured device-to-device copy
-        scratch = torch.empty(1 << 20, device="cuda")
-        del scratch
-
-    def owner(tensor):
-        for segment in torch.cuda.memory_snapshot():
-            if segment["address"] <= tensor.data_ptr() < segment["address"] + segment["total_size"]:
-                return tuple(segment["segment_pool_id"])
-
-    assert owner(static_out) == graph.pool()
+    graph, static_out = capture_copy_graph(static_in)
+    assert segment_pool_id(static_out) == graph.pool()
     for value in (5.0, 2.0):
         static_in.copy_(torch.full((1000,), value))
         graph.replay()
         torch.cuda.synchronize()
         assert float(static_out.cpu().sum()) == 1000 * value
     del static_out, graph
-    torch.cuda.empty_cache()
-    assert all(tuple(s["segment_pool_id"]) == (0, 0) for s in torch.cuda.memory_snapshot())
+    assert only_device_pool_left()
 
 
 @pytest.mark.needs_kernels("the captured kernels' output")

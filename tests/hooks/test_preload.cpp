@@ -28,6 +28,13 @@ void require_simcuda_and_preload() {
   REQUIRE(dlsym(RTLD_DEFAULT, "fragless_get_memory_figures") != nullptr);
 }
 
+// A new non-blocking stream (the test stops if it cannot be made).
+cudaStream_t non_blocking_stream() {
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  return stream;
+}
+
 std::string race_report() {
   std::string text(1 << 16, '\0');
   const size_t needed = simcuda_race_report(text.data(), text.size());
@@ -114,9 +121,8 @@ TEST_CASE("plain cudaFree: no reuse while earlier work on any stream can touch t
   require_simcuda_and_preload();
   simcuda_race_reset();
   cudaStream_t blocking = nullptr;
-  cudaStream_t non_blocking = nullptr;
   REQUIRE(cudaStreamCreate(&blocking) == cudaSuccess);
-  REQUIRE(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking) == cudaSuccess);
+  cudaStream_t non_blocking = non_blocking_stream();
 
   // Each round: a block written by pending work on some stream is freed with plain cudaFree,
   // then the program allocates until it gets that memory back (or gives up) and uses every
@@ -158,10 +164,8 @@ TEST_CASE("plain cudaFree: no reuse while earlier work on any stream can touch t
 TEST_CASE("plain cudaMalloc reusing memory freed on another stream is usable on any stream", "[preload][race]") {
   require_simcuda_and_preload();
   simcuda_race_reset();
-  cudaStream_t producer = nullptr;
-  cudaStream_t consumer = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking) == cudaSuccess);
-  REQUIRE(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking) == cudaSuccess);
+  cudaStream_t producer = non_blocking_stream();
+  cudaStream_t consumer = non_blocking_stream();
   int reused = 0;
   for (int round = 0; round < 40; ++round) {
     const size_t size = (round % 2 ? 3 << 20 : 5 << 19);
@@ -192,8 +196,7 @@ TEST_CASE("plain cudaMalloc reusing memory freed on another stream is usable on 
 
 TEST_CASE("plain cudaFree keeps a block pending while earlier work of any stream may touch it", "[preload][race]") {
   require_simcuda_and_preload();
-  cudaStream_t non_blocking = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking) == cudaSuccess);
+  cudaStream_t non_blocking = non_blocking_stream();
   const size_t size = 3 << 20;
   for (cudaStream_t user : {non_blocking, static_cast<cudaStream_t>(nullptr)}) {
     void* block = nullptr;
@@ -212,10 +215,8 @@ TEST_CASE("plain cudaFree keeps a block pending while earlier work of any stream
 TEST_CASE("the race oracle sees a program's own stream bug through the interposer", "[preload][race]") {
   require_simcuda_and_preload();
   simcuda_race_reset();
-  cudaStream_t a = nullptr;
-  cudaStream_t b = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
-  REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
+  cudaStream_t a = non_blocking_stream();
+  cudaStream_t b = non_blocking_stream();
   void* block = nullptr;
   REQUIRE(cudaMallocAsync(&block, 1 << 16, a) == cudaSuccess);
   simcuda_launch(a, block, 1 << 16, 1);
@@ -233,8 +234,7 @@ TEST_CASE("the race oracle sees a program's own stream bug through the interpose
 TEST_CASE("errors are returned and recorded as the runtime's last error", "[preload][errors]") {
   require_simcuda_and_preload();
   cudaGetLastError();
-  cudaStream_t doomed = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&doomed, cudaStreamNonBlocking) == cudaSuccess);
+  cudaStream_t doomed = non_blocking_stream();
   void* block = nullptr;
   REQUIRE(cudaMallocAsync(&block, 1 << 20, doomed) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(doomed) == cudaSuccess);
@@ -271,8 +271,7 @@ TEST_CASE("a new stream with a destroyed stream's handle does not inherit its me
   require_simcuda_and_preload();
   simcuda_race_reset();
   for (const size_t size : {size_t{4096}, size_t{3} << 20}) {
-    cudaStream_t dying = nullptr;
-    REQUIRE(cudaStreamCreateWithFlags(&dying, cudaStreamNonBlocking) == cudaSuccess);
+    cudaStream_t dying = non_blocking_stream();
     void* block = nullptr;
     REQUIRE(cudaMallocAsync(&block, size, dying) == cudaSuccess);
     simcuda_launch(dying, block, size, 1);
@@ -281,8 +280,7 @@ TEST_CASE("a new stream with a destroyed stream's handle does not inherit its me
     std::vector<cudaStream_t> streams;
     cudaStream_t same = nullptr;
     for (int i = 0; i < 16 && same == nullptr; ++i) {
-      cudaStream_t created = nullptr;
-      REQUIRE(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) == cudaSuccess);
+      cudaStream_t created = non_blocking_stream();
       streams.push_back(created);
       if (created == dying) same = created;
     }

@@ -21,6 +21,7 @@
 #include "stats_directory.hpp"
 #include "stats_page.hpp"
 #include "stats_page_reader.hpp"
+#include "runtime_directory.hpp"
 
 using namespace fragless;
 namespace fs = std::filesystem;
@@ -28,20 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // A private XDG_RUNTIME_DIR for one test; removed afterwards.
-struct runtime_directory {
-  std::string root;
-  runtime_directory() {
-    char pattern[] = "/tmp/fragless-stats-test-XXXXXX";
-    root = ::mkdtemp(pattern);
-    ::setenv("XDG_RUNTIME_DIR", root.c_str(), 1);
-  }
-  ~runtime_directory() {
-    std::error_code ignored;
-    fs::remove_all(root, ignored);
-  }
-  std::string stats_dir() const { return root + "/fragless"; }
-  std::string page_path() const { return stats_dir() + "/" + std::to_string(::getpid()) + ".stats"; }
-};
+using runtime_directory = fragless::testing::runtime_directory;
 
 device_stats known_stats(std::int64_t base) {
   device_stats stats{};
@@ -413,8 +401,9 @@ TEST_CASE("listing skips and removes stale pages, and reports bad ones") {
 
 namespace {
 
-// A copy of our own page as `name` with header fields patched (Note [Stats pages across PID
-// namespaces]): what a process in another namespace sharing the directory would write.
+// A copy of our own page as `name` with header fields patched
+// (Note [Stats pages across PID namespaces]): what a process in another namespace sharing
+// the directory would write.
 void write_page_copy(const runtime_directory& runtime, const std::string& name, std::int64_t pid,
                      std::uint64_t pid_namespace) {
   const std::string path = runtime.stats_dir() + "/" + name;

@@ -12,14 +12,13 @@
 #include "fragless/stats_snapshot.hpp"
 #include "json.hpp"
 #include "process_runner.hpp"
+#include "runtime_directory.hpp"
 
 using namespace fragless;
-namespace fs = std::filesystem;
 
 TEST_CASE("the CLI reports the allocator's numbers for a process with known allocations") {
-  char pattern[] = "/tmp/fragless-alloc-cli-XXXXXX";
-  const std::string root = ::mkdtemp(pattern);
-  ::setenv("XDG_RUNTIME_DIR", root.c_str(), 1);
+  const testing::runtime_directory runtime;
+  const std::string& root = runtime.root;
   ::setenv("FRAGLESS_CONF", "publish_stats:False", 1);  // the fixture publishes itself
   testing::child_process fixture({FRAGLESS_ALLOCATOR_FIXTURE_EXE});
   std::istringstream head(fixture.read_line());
@@ -69,17 +68,14 @@ TEST_CASE("the CLI reports the allocator's numbers for a process with known allo
   CHECK(differences.empty());
 
   CHECK(fixture.finish() == 0);
-  std::error_code ignored;
-  fs::remove_all(root, ignored);
   ::unsetenv("FRAGLESS_CONF");
 }
 
 // Note [Consistent snapshots]: a process whose four threads keep allocating small blocks
 // still gives consistent snapshots (before the retry, 4 of 5 were torn).
 TEST_CASE("snapshots of a busy four-thread process are consistent") {
-  char pattern[] = "/tmp/fragless-alloc-cli-XXXXXX";
-  const std::string root = ::mkdtemp(pattern);
-  ::setenv("XDG_RUNTIME_DIR", root.c_str(), 1);
+  const testing::runtime_directory runtime;
+  const std::string& root = runtime.root;
   ::setenv("FRAGLESS_CONF", "publish_stats:False", 1);
   testing::child_process fixture({FRAGLESS_ALLOCATOR_FIXTURE_EXE, "--busy"});
   fixture.read_line();
@@ -105,7 +101,5 @@ TEST_CASE("snapshots of a busy four-thread process are consistent") {
   }
   INFO("snapshots that needed a retry: " << retried);
   CHECK(fixture.finish() == 0);
-  std::error_code ignored;
-  fs::remove_all(root, ignored);
   ::unsetenv("FRAGLESS_CONF");
 }

@@ -15,6 +15,7 @@
 #include "json.hpp"
 #include "process_runner.hpp"
 #include "publisher_fixture.hpp"
+#include "runtime_directory.hpp"
 #include "stats_directory.hpp"
 #include "stats_page.hpp"
 
@@ -29,19 +30,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct environment {
-  std::string root;
-  environment() {
-    char pattern[] = "/tmp/fragless-cli-test-XXXXXX";
-    root = ::mkdtemp(pattern);
-    ::setenv("XDG_RUNTIME_DIR", root.c_str(), 1);
-    ::setenv("NO_COLOR", "1", 1);
-  }
-  ~environment() {
-    std::error_code ignored;
-    fs::remove_all(root, ignored);
-  }
-  std::string stats_dir() const { return root + "/fragless"; }
+// A private XDG_RUNTIME_DIR, and no colour in the CLI's output.
+struct environment : fragless::testing::runtime_directory {
+  environment() { ::setenv("NO_COLOR", "1", 1); }
 };
 
 struct fixture_process {

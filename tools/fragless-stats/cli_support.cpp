@@ -58,6 +58,29 @@ std::optional<long> parse_count(std::string_view text) {
   return value;
 }
 
+bool take_watch_option(arguments& args, watch_options& options, std::string& error) {
+  if (args.take("--watch")) {
+    options.watch = true;
+    if (!args.empty() && args.peek().substr(0, 2) != "--") {
+      const auto seconds = parse_seconds(args.next());
+      if (seconds) options.interval_seconds = *seconds;
+      else error = "--watch SECONDS must be a number from 0.01 to 86400";
+    }
+    return true;
+  }
+  if (args.take("--count")) {
+    const auto parsed = parse_count(args.next());
+    if (parsed) options.count = *parsed;
+    else error = "--count N must be a positive integer";
+    return true;
+  }
+  return false;
+}
+
+std::string check_watch_options(const watch_options& options) {
+  return options.count > 0 && !options.watch ? "--count needs --watch" : "";
+}
+
 std::string style::bold(std::string_view text) const {
   return color ? "\033[1m" + std::string(text) + "\033[0m" : std::string(text);
 }

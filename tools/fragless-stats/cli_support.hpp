@@ -51,6 +51,18 @@ std::optional<long> parse_pid(std::string_view text);
 std::optional<double> parse_seconds(std::string_view text);
 std::optional<long> parse_count(std::string_view text);
 
+// --watch [SECONDS] and --count N, as `list` and `PID` take them.
+struct watch_options {
+  bool watch = false;
+  double interval_seconds = 1.0;  // between updates
+  long count = -1;                // updates before stopping; -1: until interrupted
+};
+// Takes --watch [SECONDS] or --count N when one comes next and answers whether it took one;
+// a bad value sets `error` ("--watch SECONDS must be ..."). check_watch_options: the
+// combination's error ("--count needs --watch"), or empty.
+bool take_watch_option(arguments& args, watch_options& options, std::string& error);
+std::string check_watch_options(const watch_options& options);
+
 // Colour: on when stdout is a terminal, NO_COLOR is unset and --no-color was not given.
 struct style {
   bool color = false;

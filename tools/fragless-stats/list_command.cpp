@@ -164,31 +164,25 @@ int run_list(arguments& args) {
     return exit_ok;
   }
   list_settings settings;
-  bool no_color = false, watch = false;
-  double interval_seconds = 1.0;
-  long count = -1;
+  bool no_color = false;
+  watch_options watching;
+  std::string usage_error;
   while (!args.empty()) {
     if (args.take("--json")) settings.as_json = true;
     else if (args.take("--csv")) settings.as_csv = true;
     else if (args.take("--no-color")) no_color = true;
     else if (args.take("--keep-stale")) settings.keep_stale = true;
-    else if (args.take("--watch")) {
-      watch = settings.watch = true;
-      if (!args.empty() && args.peek().substr(0, 2) != "--") {
-        const auto seconds = parse_seconds(args.next());
-        if (!seconds) return fail(exit_usage, "list: --watch SECONDS must be a number from 0.01 to 86400");
-        interval_seconds = *seconds;
-      }
-    } else if (args.take("--count")) {
-      const auto parsed = parse_count(args.next());
-      if (!parsed) return fail(exit_usage, "list: --count N must be a positive integer");
-      count = *parsed;
+    else if (take_watch_option(args, watching, usage_error)) {
+      if (!usage_error.empty()) return fail(exit_usage, "list: " + usage_error);
     } else {
       return fail(exit_usage, "list: unknown argument \"" + std::string(args.next()) + "\" (see --help)");
     }
   }
   if (settings.as_json && settings.as_csv) return fail(exit_usage, "list: --json and --csv exclude each other");
-  if (count > 0 && !watch) return fail(exit_usage, "list: --count needs --watch");
+  if (usage_error = check_watch_options(watching); !usage_error.empty()) return fail(exit_usage, "list: " + usage_error);
+  const bool watch = settings.watch = watching.watch;
+  const double interval_seconds = watching.interval_seconds;
+  const long count = watching.count;
   const style look = make_style(no_color);
   for (long frame = 0; count < 0 || frame < count; ++frame) {
     if (frame > 0) std::this_thread::sleep_for(std::chrono::duration<double>(interval_seconds));

@@ -63,31 +63,25 @@ int run_process(long pid, arguments& args) {
     std::fputs(exit_codes_help.data(), stdout);
     return exit_ok;
   }
-  bool as_json = false, as_csv = false, no_color = false, abbreviated = false, watch = false;
-  double interval_seconds = 1.0;
-  long count = -1;
+  bool as_json = false, as_csv = false, no_color = false, abbreviated = false;
+  watch_options watching;
+  std::string usage_error;
   while (!args.empty()) {
     if (args.take("--json")) as_json = true;
     else if (args.take("--csv")) as_csv = true;
     else if (args.take("--no-color")) no_color = true;
     else if (args.take("--abbreviated")) abbreviated = true;
-    else if (args.take("--watch")) {
-      watch = true;
-      if (!args.empty() && args.peek().substr(0, 2) != "--") {
-        const auto seconds = parse_seconds(args.next());
-        if (!seconds) return fail(exit_usage, "--watch: SECONDS must be a number from 0.01 to 86400");
-        interval_seconds = *seconds;
-      }
-    } else if (args.take("--count")) {
-      const auto parsed = parse_count(args.next());
-      if (!parsed) return fail(exit_usage, "--count: N must be a positive integer");
-      count = *parsed;
+    else if (take_watch_option(args, watching, usage_error)) {
+      if (!usage_error.empty()) return fail(exit_usage, usage_error);
     } else {
       return fail(exit_usage, "unknown argument \"" + std::string(args.next()) + "\" (see fragless-stats PID --help)");
     }
   }
   if (as_json && as_csv) return fail(exit_usage, "--json and --csv exclude each other");
-  if (count > 0 && !watch) return fail(exit_usage, "--count needs --watch");
+  if (usage_error = check_watch_options(watching); !usage_error.empty()) return fail(exit_usage, usage_error);
+  const bool watch = watching.watch;
+  const double interval_seconds = watching.interval_seconds;
+  const long count = watching.count;
   const style look = make_style(no_color);
 
   stats_reader::open_status status{};

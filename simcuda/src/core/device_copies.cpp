@@ -39,6 +39,32 @@ bool all_accessible_locked(const std::vector<Access>& accesses) {
   return true;
 }
 
+// What copies and fills share once their accesses are known. On a capturing stream the op
+// becomes a node that runs `write` at replay, if its memory is still accessible then
+// (Note [Stream capture]); otherwise the op is launched and `write` runs now. Inaccessible
+// memory answers CUDA_ERROR_INVALID_VALUE either way (not capturing: after the launch, so
+// the race oracle still sees the op).
+template <typename Write>
+CUresult write_or_capture_locked(Stream& stream, std::vector<Access> accesses, const char* what, size_t bytes,
+                                 Write write) {
+  const bool accessible = all_accessible_locked(accesses);
+  if (stream.capture != nullptr) {
+    if (!accessible) return CUDA_ERROR_INVALID_VALUE;
+    std::function<void()> none;
+    std::vector<Access> checked = accesses;
+    capture_op_locked(stream, accesses, none, [checked, write] {
+      if (!all_accessible_locked(checked)) return false;
+      write();
+      return true;
+    }, what, bytes);
+    return CUDA_SUCCESS;
+  }
+  launch_locked(stream, std::move(accesses), nullptr, what, bytes);
+  if (!accessible) return CUDA_ERROR_INVALID_VALUE;
+  write();
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CUresult enqueue_copy_locked(Stream& stream, uintptr_t destination, uintptr_t source, size_t bytes,
@@ -49,22 +75,9 @@ CUresult enqueue_copy_locked(Stream& stream, uintptr_t destination, uintptr_t so
   std::vector<Access> accesses;
   add_if_device(accesses, source, bytes, false);
   add_if_device(accesses, destination, bytes, true);
-  bool accessible = all_accessible_locked(accesses);
-  if (stream.capture != nullptr) {  // Note [Stream capture]: the copy happens at replay
-    if (!accessible) return CUDA_ERROR_INVALID_VALUE;
-    std::function<void()> none;
-    std::vector<Access> checked = accesses;
-    capture_op_locked(stream, accesses, none, [checked, destination, source, bytes] {
-      if (!all_accessible_locked(checked)) return false;
-      std::memmove(reinterpret_cast<void*>(destination), reinterpret_cast<const void*>(source), bytes);
-      return true;
-    }, what, bytes);
-    return CUDA_SUCCESS;
-  }
-  launch_locked(stream, std::move(accesses), nullptr, what, bytes);
-  if (!accessible) return CUDA_ERROR_INVALID_VALUE;
-  std::memmove(reinterpret_cast<void*>(destination), reinterpret_cast<const void*>(source), bytes);
-  return CUDA_SUCCESS;
+  return write_or_capture_locked(stream, std::move(accesses), what, bytes, [destination, source, bytes] {
+    std::memmove(reinterpret_cast<void*>(destination), reinterpret_cast<const void*>(source), bytes);
+  });
 }
 
 CUresult enqueue_fill_locked(Stream& stream, uintptr_t destination, uint32_t pattern, size_t pattern_bytes,
@@ -76,22 +89,9 @@ CUresult enqueue_fill_locked(Stream& stream, uintptr_t destination, uint32_t pat
     return CUDA_ERROR_INVALID_VALUE;
   std::vector<Access> accesses;
   add_if_device(accesses, destination, bytes, true);
-  bool accessible = all_accessible_locked(accesses);
-  if (stream.capture != nullptr) {  // Note [Stream capture]: the fill happens at replay
-    if (!accessible) return CUDA_ERROR_INVALID_VALUE;
-    std::function<void()> none;
-    std::vector<Access> checked = accesses;
-    capture_op_locked(stream, accesses, none, [checked, destination, pattern, pattern_bytes, count] {
-      if (!all_accessible_locked(checked)) return false;
-      fill_bytes(destination, pattern, pattern_bytes, count);
-      return true;
-    }, what, bytes);
-    return CUDA_SUCCESS;
-  }
-  launch_locked(stream, std::move(accesses), nullptr, what, bytes);
-  if (!accessible) return CUDA_ERROR_INVALID_VALUE;
-  fill_bytes(destination, pattern, pattern_bytes, count);
-  return CUDA_SUCCESS;
+  return write_or_capture_locked(stream, std::move(accesses), what, bytes, [destination, pattern, pattern_bytes, count] {
+    fill_bytes(destination, pattern, pattern_bytes, count);
+  });
 }
 
 }  // namespace simcuda

@@ -21,45 +21,51 @@ CUstream per_thread(CUstream stream) { return stream == nullptr ? CU_STREAM_PER_
 
 CUresult begin(CUstream stream, CUstreamCaptureMode mode) {
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return begin_capture_locked(*resolved, mode);
+  return on_stream_locked(stream, [mode](Stream& resolved) { return begin_capture_locked(resolved, mode); });
 }
 
 CUresult end(CUstream stream, CUgraph* graph) {
   if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  Graph* made = nullptr;
-  const CUresult result = end_capture_locked(*resolved, &made);
-  *graph = reinterpret_cast<CUgraph>(made);
-  return result;
+  return on_stream_locked(stream, [graph](Stream& resolved) {
+    Graph* made = nullptr;
+    const CUresult result = end_capture_locked(resolved, &made);
+    *graph = reinterpret_cast<CUgraph>(made);
+    return result;
+  });
+}
+
+// Capture queries: asking about the legacy stream while a blocking stream captures is refused
+// but does not invalidate the capture (Note [Stream capture]).
+template <typename Body>
+CUresult on_queried_stream_locked(CUstream handle, Body&& body) {
+  return on_stream_locked(handle, [&body](Stream& stream) -> CUresult {
+    if (CUresult refused = check_legacy_stream_use_locked(stream, false); refused != CUDA_SUCCESS) return refused;
+    return body(stream);
+  });
 }
 
 CUresult is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*resolved, false); refused != CUDA_SUCCESS) return refused;
-  *status = capture_status_locked(*resolved, nullptr);
-  return CUDA_SUCCESS;
+  return on_queried_stream_locked(stream, [status](Stream& resolved) {
+    *status = capture_status_locked(resolved, nullptr);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult capture_info(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
                       const CUgraphNode** dependencies, const CUgraphEdgeData** edge_data, size_t* count) {
   if (status == nullptr || (edge_data != nullptr && dependencies == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*resolved, false); refused != CUDA_SUCCESS) return refused;
-  uint64_t capture_id = 0;
-  Graph* building = nullptr;
-  capture_info_locked(*resolved, status, &capture_id, &building, dependencies, edge_data, count);
-  if (id != nullptr) *id = capture_id;
-  if (graph != nullptr) *graph = reinterpret_cast<CUgraph>(building);
-  return CUDA_SUCCESS;
+  return on_queried_stream_locked(stream, [&](Stream& resolved) {
+    uint64_t capture_id = 0;
+    Graph* building = nullptr;
+    capture_info_locked(resolved, status, &capture_id, &building, dependencies, edge_data, count);
+    if (id != nullptr) *id = capture_id;
+    if (graph != nullptr) *graph = reinterpret_cast<CUgraph>(building);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult instantiate(CUgraphExec* exec, CUgraph graph) {

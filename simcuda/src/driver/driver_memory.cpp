@@ -5,9 +5,7 @@
 
 #include "../core/device_copies.h"
 #include "../core/device_memory.h"
-#include "../core/pending_work.h"
 #include "driver_common.h"
-#include "../core/stream_capture.h"
 
 using namespace simcuda;
 
@@ -28,10 +26,9 @@ CUresult copy_sync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, co
 
 CUresult copy_async(CUdeviceptr destination, CUdeviceptr source, size_t bytes, CUstream handle, const char* what) {
   auto lock = lock_state();
-  Stream* stream = resolve_stream_locked(handle);
-  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*stream, true); refused != CUDA_SUCCESS) return refused;
-  return enqueue_copy_locked(*stream, to_address(destination), to_address(source), bytes, what);
+  return on_work_stream_locked(handle, [&](Stream& stream) {
+    return enqueue_copy_locked(stream, to_address(destination), to_address(source), bytes, what);
+  });
 }
 
 CUresult fill(CUdeviceptr destination, uint32_t pattern, size_t pattern_bytes, size_t count, CUstream handle,
@@ -40,12 +37,11 @@ CUresult fill(CUdeviceptr destination, uint32_t pattern, size_t pattern_bytes, s
   if (synchronous) {
     if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
   }
-  Stream* stream = resolve_stream_locked(handle);
-  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*stream, true); refused != CUDA_SUCCESS) return refused;
-  CUresult result = enqueue_fill_locked(*stream, to_address(destination), pattern, pattern_bytes, count, "memset");
-  if (synchronous) complete_through_locked(*stream, stream->launched);
-  return result;
+  return on_work_stream_locked(handle, [&](Stream& stream) {
+    CUresult result = enqueue_fill_locked(stream, to_address(destination), pattern, pattern_bytes, count, "memset");
+    if (synchronous) complete_through_locked(stream, stream.launched);
+    return result;
+  });
 }
 
 }  // namespace

@@ -21,8 +21,6 @@
 #include <memory>
 
 #include "../core/device_memory.h"
-#include "../core/pending_work.h"
-#include "../core/stream_capture.h"
 #include "driver_common.h"
 
 using namespace simcuda;
@@ -36,50 +34,64 @@ MemoryPool* resolve_pool_locked(CUmemoryPool handle) {
 }
 
 // Note [Stream capture]: graph memory nodes are not emulated, so stream-ordered allocation
-// on a capturing stream is refused (and invalidates the capture).
-CUresult capture_refusal_locked(Stream& stream) {
-  if (CUresult refused = check_legacy_stream_use_locked(stream, true); refused != CUDA_SUCCESS) return refused;
-  return refuse_uncapturable_locked(stream);
+// on a capturing stream is refused (and invalidates the capture). Runs `body(stream)` when
+// the call may go on (Note [Stream arguments]); the caller holds the state lock.
+template <typename Body>
+CUresult on_pool_stream_locked(CUstream handle, Body&& body) {
+  return on_work_stream_locked(handle, [&body](Stream& stream) -> CUresult {
+    if (CUresult refused = refuse_uncapturable_locked(stream); refused != CUDA_SUCCESS) return refused;
+    return body(stream);
+  });
 }
 
 CUresult pool_alloc(CUdeviceptr* pointer, size_t bytes, MemoryPool* pool, CUstream handle) {
   if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  Stream* stream = resolve_stream_locked(handle);
-  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = capture_refusal_locked(*stream); refused != CUDA_SUCCESS) return refused;
-  void* allocated = nullptr;
-  CUresult result = device_malloc_locked(pool->device, bytes, true, &allocated);
-  if (result != CUDA_SUCCESS) return result;
-  *pointer = reinterpret_cast<CUdeviceptr>(allocated);
+  return on_pool_stream_locked(handle, [&](Stream&) {
+    void* allocated = nullptr;
+    CUresult result = device_malloc_locked(pool->device, bytes, true, &allocated);
+    if (result == CUDA_SUCCESS) *pointer = reinterpret_cast<CUdeviceptr>(allocated);
+    return result;
+  });
+}
+
+CUresult default_pool(CUmemoryPool* pool, CUdevice device) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
   return CUDA_SUCCESS;
+}
+
+// The pool attribute calls: a null value or an unknown pool is CUDA_ERROR_INVALID_VALUE.
+// Takes the state lock and runs `body(pool)`.
+template <typename Body>
+CUresult on_pool_attribute(CUmemoryPool handle, void* value, Body&& body) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  MemoryPool* pool = resolve_pool_locked(handle);
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return body(*pool);
 }
 
 }  // namespace
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
   SIMCUDA_DRIVER_ENTER();
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
-  return CUDA_SUCCESS;
+  return default_pool(pool, device);
 }
 
+// The current pool is always the default one (Note [Simple memory pools]).
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice device) {
   SIMCUDA_DRIVER_ENTER();
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  if (!valid_device_locked(device)) return CUDA_ERROR_INVALID_DEVICE;
-  *pool = reinterpret_cast<CUmemoryPool>(state().devices[static_cast<size_t>(device)].default_pool.get());
-  return CUDA_SUCCESS;
+  return default_pool(pool, device);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* pointer, size_t bytes, CUstream stream) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return pool_alloc(pointer, bytes, state().devices[static_cast<size_t>(resolved->device)].default_pool.get(), stream);
+  return on_stream_locked(stream, [&](Stream& resolved) {
+    return pool_alloc(pointer, bytes, state().devices[static_cast<size_t>(resolved.device)].default_pool.get(), stream);
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t bytes, CUmemoryPool pool,
@@ -94,53 +106,48 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* pointer, si
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = capture_refusal_locked(*resolved); refused != CUDA_SUCCESS) return refused;
-  Region* region = find_region_locked(to_address(pointer));
-  if (region == nullptr || region->begin != to_address(pointer) || region->kind != RegionKind::malloc ||
-      region->free_pending)
-    return CUDA_ERROR_INVALID_VALUE;
-  region->free_pending = true;
-  uintptr_t begin = region->begin;
-  launch_locked(*resolved, {}, [begin] { device_free_locked(reinterpret_cast<void*>(begin)); }, "freeAsync", 0);
-  return CUDA_SUCCESS;
+  return on_pool_stream_locked(stream, [pointer](Stream& resolved) {
+    Region* region = find_region_locked(to_address(pointer));
+    if (region == nullptr || region->begin != to_address(pointer) || region->kind != RegionKind::malloc ||
+        region->free_pending)
+      return CUDA_ERROR_INVALID_VALUE;
+    region->free_pending = true;
+    uintptr_t begin = region->begin;
+    launch_locked(resolved, {}, [begin] { device_free_locked(reinterpret_cast<void*>(begin)); }, "freeAsync", 0);
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
   SIMCUDA_DRIVER_ENTER();
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  MemoryPool* resolved = resolve_pool_locked(pool);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  switch (attribute) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *static_cast<int*>(value) = 1; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *static_cast<cuuint64_t*>(value) = resolved->release_threshold; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = resolved->reserved_bytes; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = resolved->reserved_high; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = resolved->used_bytes; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = resolved->used_high; return CUDA_SUCCESS;
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }
+  return on_pool_attribute(pool, value, [attribute, value](MemoryPool& resolved) {
+    switch (attribute) {
+      case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *static_cast<int*>(value) = 1; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *static_cast<cuuint64_t*>(value) = resolved.release_threshold; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = resolved.reserved_bytes; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = resolved.reserved_high; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *static_cast<cuuint64_t*>(value) = resolved.used_bytes; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *static_cast<cuuint64_t*>(value) = resolved.used_high; return CUDA_SUCCESS;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
   SIMCUDA_DRIVER_ENTER();
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  MemoryPool* resolved = resolve_pool_locked(pool);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  switch (attribute) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: resolved->release_threshold = *static_cast<cuuint64_t*>(value); return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: resolved->reserved_high = resolved->reserved_bytes; return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: resolved->used_high = resolved->used_bytes; return CUDA_SUCCESS;
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }
+  return on_pool_attribute(pool, value, [attribute, value](MemoryPool& resolved) {
+    switch (attribute) {
+      case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: resolved.release_threshold = *static_cast<cuuint64_t*>(value); return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: resolved.reserved_high = resolved.reserved_bytes; return CUDA_SUCCESS;
+      case CU_MEMPOOL_ATTR_USED_MEM_HIGH: resolved.used_high = resolved.used_bytes; return CUDA_SUCCESS;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t) {

@@ -4,25 +4,46 @@
 // Invariant: a query answers CUDA_ERROR_NOT_READY exactly while the work it names is pending.
 #include <algorithm>
 
-#include "../core/pending_work.h"
 #include "driver_common.h"
-#include "../core/stream_capture.h"
 
 using namespace simcuda;
 
 namespace {
 
 // Note [Stream capture]: querying or synchronizing the legacy stream while a blocking stream
-// captures, a capturing stream, or any stream while a capture prohibits it.
-CUresult capture_refusal_locked(Stream& stream) {
-  if (CUresult refused = check_legacy_stream_use_locked(stream, true); refused != CUDA_SUCCESS) return refused;
-  if (CUresult refused = check_stream_not_capturing_locked(stream); refused != CUDA_SUCCESS) return refused;
-  return check_unsafe_call_locked();
+// captures, a capturing stream, or any stream while a capture prohibits it, is refused.
+// Takes the state lock; runs `body(stream)` when the call may go on (Note [Stream arguments]).
+template <typename Body>
+CUresult on_waitable_stream(CUstream handle, Body&& body) {
+  auto lock = lock_state();
+  return on_work_stream_locked(handle, [&body](Stream& stream) -> CUresult {
+    if (CUresult refused = check_stream_not_capturing_locked(stream); refused != CUDA_SUCCESS) return refused;
+    if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
+    return body(stream);
+  });
 }
 
-CUresult event_refusal_locked(const Event& event) {
-  if (CUresult refused = check_event_not_captured_locked(event); refused != CUDA_SUCCESS) return refused;
-  return check_unsafe_call_locked();
+// The same for an event: unknown is CUDA_ERROR_INVALID_HANDLE; a captured event, or any
+// event while a capture prohibits waiting, is refused.
+template <typename Body>
+CUresult on_waitable_event(CUevent handle, Body&& body) {
+  auto lock = lock_state();
+  Event* event = resolve_event_locked(handle);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_event_not_captured_locked(*event); refused != CUDA_SUCCESS) return refused;
+  if (CUresult refused = check_unsafe_call_locked(); refused != CUDA_SUCCESS) return refused;
+  return body(*event);
+}
+
+// The stream getters: a null output is CUDA_ERROR_INVALID_VALUE, answered before the handle.
+template <typename Value, typename Read>
+CUresult read_stream(CUstream handle, Value* out, Read read) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  return on_stream_locked(handle, [&](Stream& stream) {
+    *out = read(stream);
+    return CUDA_SUCCESS;
+  });
 }
 
 }  // namespace
@@ -54,23 +75,21 @@ CUresult record_event(CUevent event, CUstream stream, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
-float elapsed_ms(CUresult* result, CUevent start_handle, CUevent end_handle) {
+// Writes 0 unless it answers CUDA_SUCCESS.
+CUresult elapsed_ms(float* milliseconds, CUevent start_handle, CUevent end_handle) {
+  if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *milliseconds = 0;
   auto lock = lock_state();
   Event* start = resolve_event_locked(start_handle);
   Event* end = resolve_event_locked(end_handle);
-  if (start == nullptr || end == nullptr || ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0) {
-    *result = CUDA_ERROR_INVALID_HANDLE;
-    return 0;
-  }
-  *result = check_event_not_captured_locked(*start);  // Note [Stream capture]
-  if (*result == CUDA_SUCCESS) *result = check_event_not_captured_locked(*end);
-  if (*result != CUDA_SUCCESS) return 0;
-  if (!start->recorded || !end->recorded || !event_complete_locked(*start) || !event_complete_locked(*end)) {
-    *result = CUDA_ERROR_NOT_READY;
-    return 0;
-  }
-  *result = CUDA_SUCCESS;
-  return static_cast<float>((static_cast<double>(end->time_ns) - static_cast<double>(start->time_ns)) / 1e6);
+  if (start == nullptr || end == nullptr || ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) != 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult refused = check_event_not_captured_locked(*start); refused != CUDA_SUCCESS) return refused;  // Note [Stream capture]
+  if (CUresult refused = check_event_not_captured_locked(*end); refused != CUDA_SUCCESS) return refused;
+  if (!start->recorded || !end->recorded || !event_complete_locked(*start) || !event_complete_locked(*end))
+    return CUDA_ERROR_NOT_READY;
+  *milliseconds = static_cast<float>((static_cast<double>(end->time_ns) - static_cast<double>(start->time_ns)) / 1e6);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -100,21 +119,17 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream stream) {
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream stream) {
   SIMCUDA_DRIVER_ENTER();
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = capture_refusal_locked(*resolved); refused != CUDA_SUCCESS) return refused;
-  return stream_idle_locked(*resolved) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return on_waitable_stream(stream, [](Stream& resolved) {
+    return stream_idle_locked(resolved) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   SIMCUDA_DRIVER_ENTER();
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = capture_refusal_locked(*resolved); refused != CUDA_SUCCESS) return refused;
-  synchronize_stream_locked(*resolved);
-  return CUDA_SUCCESS;
+  return on_waitable_stream(stream, [](Stream& resolved) {
+    synchronize_stream_locked(resolved);
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
@@ -136,42 +151,22 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetPriority(CUstream stream, int* priority) {
   SIMCUDA_DRIVER_ENTER();
-  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *priority = resolved->priority;
-  return CUDA_SUCCESS;
+  return read_stream(stream, priority, [](const Stream& resolved) { return resolved.priority; });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetFlags(CUstream stream, unsigned int* flags) {
   SIMCUDA_DRIVER_ENTER();
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *flags = resolved->flags;
-  return CUDA_SUCCESS;
+  return read_stream(stream, flags, [](const Stream& resolved) { return resolved.flags; });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetDevice(CUstream stream, CUdevice* device) {
   SIMCUDA_DRIVER_ENTER();
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *device = resolved->device;
-  return CUDA_SUCCESS;
+  return read_stream(stream, device, [](const Stream& resolved) { return resolved.device; });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream stream, unsigned long long* id) {
   SIMCUDA_DRIVER_ENTER();
-  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *id = resolved->id;
-  return CUDA_SUCCESS;
+  return read_stream(stream, id, [](const Stream& resolved) { return resolved.id; });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
@@ -206,21 +201,17 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent event, CUstream s
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventQuery(CUevent event) {
   SIMCUDA_DRIVER_ENTER();
-  auto lock = lock_state();
-  Event* queried = resolve_event_locked(event);
-  if (queried == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = event_refusal_locked(*queried); refused != CUDA_SUCCESS) return refused;
-  return event_complete_locked(*queried) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return on_waitable_event(event, [](Event& queried) {
+    return event_complete_locked(queried) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent event) {
   SIMCUDA_DRIVER_ENTER();
-  auto lock = lock_state();
-  Event* waited = resolve_event_locked(event);
-  if (waited == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = event_refusal_locked(*waited); refused != CUDA_SUCCESS) return refused;
-  synchronize_event_locked(*waited);
-  return CUDA_SUCCESS;
+  return on_waitable_event(event, [](Event& waited) {
+    synchronize_event_locked(waited);
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent event) {
@@ -231,18 +222,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent event) {
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventElapsedTime(float* milliseconds, CUevent start, CUevent end) {
   SIMCUDA_DRIVER_ENTER();
-  if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CUresult result = CUDA_SUCCESS;
-  *milliseconds = elapsed_ms(&result, start, end);
-  return result;
+  return elapsed_ms(milliseconds, start, end);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float* milliseconds, CUevent start, CUevent end) {
   SIMCUDA_DRIVER_ENTER();
-  if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CUresult result = CUDA_SUCCESS;
-  *milliseconds = elapsed_ms(&result, start, end);
-  return result;
+  return elapsed_ms(milliseconds, start, end);
 }
 
 // Real kernels are not run: a launch is accepted and completes at once.
@@ -251,14 +236,13 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigne
                                                void**) {
   SIMCUDA_DRIVER_ENTER();
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
-  // Kernels run nothing here; a capture still records a (no-op) kernel node.
-  std::vector<Access> no_accesses;
-  std::function<void()> nothing;
-  capture_op_locked(*resolved, no_accesses, nothing, nullptr, "kernel", 0);
-  return CUDA_SUCCESS;
+  return on_work_stream_locked(stream, [](Stream& resolved) {
+    // Kernels run nothing here; a capture still records a (no-op) kernel node.
+    std::vector<Access> no_accesses;
+    std::function<void()> nothing;
+    capture_op_locked(resolved, no_accesses, nothing, nullptr, "kernel", 0);
+    return CUDA_SUCCESS;
+  });
 }
 
 // Note [Host callbacks]: the function runs when this op completes, after the lock is released.
@@ -266,12 +250,11 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream stream, CUhostFn funct
   SIMCUDA_DRIVER_ENTER();
   if (function == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
-  launch_locked(*resolved, {}, [function, user_data] { queue_host_callback_locked([=] { function(user_data); }); },
-                "hostFunc", 0);
-  return CUDA_SUCCESS;
+  return on_work_stream_locked(stream, [&](Stream& resolved) {
+    launch_locked(resolved, {}, [function, user_data] { queue_host_callback_locked([=] { function(user_data); }); },
+                  "hostFunc", 0);
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamAddCallback(CUstream stream, CUstreamCallback callback, void* user_data,
@@ -279,13 +262,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamAddCallback(CUstream stream, CUstreamCal
   SIMCUDA_DRIVER_ENTER();
   if (callback == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   auto lock = lock_state();
-  Stream* resolved = resolve_stream_locked(stream);
-  if (resolved == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult refused = check_legacy_stream_use_locked(*resolved, true); refused != CUDA_SUCCESS) return refused;
-  // Note [Stream capture]: CUDA documents stream callbacks as unsupported in a capture.
-  if (CUresult refused = refuse_uncapturable_locked(*resolved); refused != CUDA_SUCCESS) return refused;
-  launch_locked(*resolved, {}, [stream, callback, user_data] {
-    queue_host_callback_locked([=] { callback(stream, CUDA_SUCCESS, user_data); });
-  }, "streamCallback", 0);
-  return CUDA_SUCCESS;
+  return on_work_stream_locked(stream, [&](Stream& resolved) {
+    // Note [Stream capture]: CUDA documents stream callbacks as unsupported in a capture.
+    if (CUresult refused = refuse_uncapturable_locked(resolved); refused != CUDA_SUCCESS) return refused;
+    launch_locked(resolved, {}, [stream, callback, user_data] {
+      queue_host_callback_locked([=] { callback(stream, CUDA_SUCCESS, user_data); });
+    }, "streamCallback", 0);
+    return CUDA_SUCCESS;
+  });
 }

@@ -26,6 +26,17 @@ int current_device_ordinal() {
 
 }  // namespace simcuda::runtime
 
+namespace {
+
+// Whether `device` is an ordinal the driver counts (else cudaErrorInvalidDevice).
+bool valid_device(int device) {
+  int count = 0;
+  SIMCUDA_DRIVER(cuDeviceGetCount)(&count);
+  return device >= 0 && device < count;
+}
+
+}  // namespace
+
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaRuntimeGetVersion(int* version) {
   SIMCUDA_RUNTIME_ENTER();
   if (version == nullptr) return finish(cudaErrorInvalidValue);
@@ -52,9 +63,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDevice(int* device) {
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaSetDevice(int device) {
   SIMCUDA_RUNTIME_ENTER();
-  int count = 0;
-  SIMCUDA_DRIVER(cuDeviceGetCount)(&count);
-  if (device < 0 || device >= count) return finish(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return finish(cudaErrorInvalidDevice);
   CUcontext context = nullptr;
   CUresult result = SIMCUDA_DRIVER(cuDevicePrimaryCtxRetain)(&context, device);
   if (result == CUDA_SUCCESS) SIMCUDA_DRIVER(cuDevicePrimaryCtxRelease_v2)(device);  // keep no extra reference
@@ -89,9 +98,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDevi
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   SIMCUDA_RUNTIME_ENTER();
   if (properties == nullptr) return finish(cudaErrorInvalidValue);
-  int count = 0;
-  SIMCUDA_DRIVER(cuDeviceGetCount)(&count);
-  if (device < 0 || device >= count) return finish(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return finish(cudaErrorInvalidDevice);
   std::memset(properties, 0, sizeof *properties);
   auto attribute = [device](CUdevice_attribute which) {
     int value = 0;
@@ -201,9 +208,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSetLimit(cudaLimit, size_t) {
 // Graph memory nodes are not emulated (Note [Stream capture]), so its attributes read 0.
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType, void* value) {
   SIMCUDA_RUNTIME_ENTER();
-  int count = 0;
-  SIMCUDA_DRIVER(cuDeviceGetCount)(&count);
-  if (device < 0 || device >= count) return finish(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return finish(cudaErrorInvalidDevice);
   if (value == nullptr) return finish(cudaErrorInvalidValue);
   *static_cast<unsigned long long*>(value) = 0;
   return cudaSuccess;
@@ -211,9 +216,7 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device, 
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType, void* value) {
   SIMCUDA_RUNTIME_ENTER();
-  int count = 0;
-  SIMCUDA_DRIVER(cuDeviceGetCount)(&count);
-  if (device < 0 || device >= count) return finish(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return finish(cudaErrorInvalidDevice);
   return value == nullptr ? finish(cudaErrorInvalidValue) : cudaSuccess;
 }
 

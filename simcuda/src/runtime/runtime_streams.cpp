@@ -13,6 +13,12 @@ CUresult create_stream(cudaStream_t* stream, unsigned int flags, int priority) {
   return SIMCUDA_DRIVER(cuStreamCreateWithPriority)(stream, flags, priority);
 }
 
+CUresult create_event(cudaEvent_t* event, unsigned int flags) {
+  CUresult result = ensure_context();
+  if (result != CUDA_SUCCESS) return result;
+  return SIMCUDA_DRIVER(cuEventCreate)(event, flags);
+}
+
 }  // namespace
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* stream) {
@@ -94,16 +100,12 @@ SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(cudaStr
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
   SIMCUDA_RUNTIME_ENTER();
-  CUresult result = ensure_context();
-  if (result == CUDA_SUCCESS) result = SIMCUDA_DRIVER(cuEventCreate)(event, 0);
-  return finish(result);
+  return finish(create_event(event, 0));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   SIMCUDA_RUNTIME_ENTER();
-  CUresult result = ensure_context();
-  if (result == CUDA_SUCCESS) result = SIMCUDA_DRIVER(cuEventCreate)(event, flags);
-  return finish(result);
+  return finish(create_event(event, flags));
 }
 
 SIMCUDA_EXPORT cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {

@@ -85,8 +85,9 @@ def stats_view(keys=None):
 
 
 def frame_view(frames):
-    """A stack as the scenario-file functions on it (other frames are torch's own)."""
-    return [frame["name"] for frame in frames if frame.get("filename", "").endswith("_scenario.py")]
+    """A stack as the functions of the scenario files and of the steps they share
+    (*_steps.py) on it (other frames are torch's own)."""
+    return [frame["name"] for frame in frames if frame.get("filename", "").endswith(("_scenario.py", "_steps.py"))]
 
 
 def has_cpp_frames(frames):

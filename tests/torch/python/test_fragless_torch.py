@@ -5,12 +5,12 @@ Runs under ctest (torch_python_test) with simcuda and the generated stand-in lib
 (tests/torch/CMakeLists.txt). Kernels are no-ops on simcuda; allocations
 are real. cuBLAS and cuDNN do not work on simcuda, so the model uses elementwise layers only.
 """
-import pickle
-
 import pytest
 import torch
 
 import fragless
+from torch_suite_steps import (capture_copy_graph, dump_and_load_snapshot, only_device_pool_left, recorded_history,
+                               segment_pool_id)
 
 fragless.install()  # before any CUDA tensor: the module's first statement that touches CUDA
 
@@ -101,18 +101,12 @@ def test_compact_releases_free_pages():
 
 def test_record_history_and_dump_snapshot(tmp_path):
     torch.cuda.empty_cache()  # nothing mapped: the tensors below map pages while recording
-    torch.cuda.memory._record_memory_history(max_entries=1000)
-    try:
+    with recorded_history(max_entries=1000):
         a = torch.empty(1000, device="cuda")
         b = torch.empty(2 << 20, device="cuda")
         address = a.data_ptr()
         del a
-        path = tmp_path / "snapshot.pickle"
-        torch.cuda.memory._dump_snapshot(str(path))
-    finally:
-        torch.cuda.memory._record_memory_history(enabled=None)
-    with open(path, "rb") as stream:
-        snapshot = pickle.load(stream)
+        snapshot = dump_and_load_snapshot(tmp_path / "snapshot.pickle")
     trace = snapshot["device_traces"][0]
     actions = [(e["action"], e["addr"]) for e in trace]
     assert ("alloc", address) in actions
@@ -244,19 +238,8 @@ def test_cuda_graph_capture_and_replay():
         warm = static_in * 2
     torch.cuda.current_stream().wait_stream(side)
     del warm
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = torch.empty(1000, device="cuda")
-        static_out.copy_(static_in)  # a captured device-to-device copy
-        scratch = torch.empty(1 << 20, device="cuda")
-        del scratch
-
-    def owner(tensor):
-        for segment in torch.cuda.memory_snapshot():
-            if segment["address"] <= tensor.data_ptr() < segment["address"] + segment["total_size"]:
-                return tuple(segment["segment_pool_id"])
-
-    assert owner(static_out) == graph.pool()  # allocated during capture: in the graph's pool
+    graph, static_out = capture_copy_graph(static_in)
+    assert segment_pool_id(static_out) == graph.pool()  # allocated during capture: in the graph's pool
     static_in.copy_(torch.full((1000,), 5.0))
     graph.replay()
     assert float(static_out.cpu().sum()) == 5000.0  # the copy ran at replay
@@ -264,8 +247,7 @@ def test_cuda_graph_capture_and_replay():
     graph.replay()
     assert float(static_out.cpu().sum()) == 2000.0
     del static_out, graph
-    torch.cuda.empty_cache()
-    assert all(tuple(s["segment_pool_id"]) == (0, 0) for s in torch.cuda.memory_snapshot())
+    assert only_device_pool_left()
 
 
 def test_unsupported_pool_kinds_refused_with_reason():

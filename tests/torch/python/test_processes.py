@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+from torch_suite_steps import ipc_both_ways_failure
+
 
 def run(code):
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
@@ -66,51 +68,10 @@ def test_pluggable_allocator_allocates_through_fragless():
     assert "stats refused" in out
 
 
-SHARE_SCRIPT = """
-import torch
-import torch.multiprocessing as mp
-import fragless
-
-
-def child(inbox, outbox):
-    fragless.install()  # a spawned worker installs fragless like its parent
-    tensor = inbox.get()
-    outbox.put(("backend", torch.cuda.get_allocator_backend()))
-    outbox.put(("seen", float(tensor.cpu().sum())))
-    tensor.copy_(torch.full((1000,), 7.0))
-    torch.cuda.synchronize()
-    outbox.put(("written", True))
-    del tensor
-    inbox.get()
-
-
-if __name__ == "__main__":
-    fragless.install()
-    context = mp.get_context("spawn")
-    inbox, outbox = context.Queue(), context.Queue()
-    shared = torch.arange(1000, dtype=torch.float32).cuda()
-    worker = context.Process(target=child, args=(inbox, outbox))
-    worker.start()
-    inbox.put(shared)
-    results = dict(outbox.get(timeout=240) for _ in range(3))
-    print("child backend:", results["backend"])
-    print("child saw sum:", results["seen"])
-    print("parent sees:", float(shared.cpu().sum()))
-    inbox.put("done")
-    worker.join(timeout=240)
-    print("child exit:", worker.exitcode)
-"""
-
-
-def test_cuda_tensor_shared_with_a_spawned_process(tmp_path):
+def test_cuda_tensors_shared_both_ways_with_a_spawned_process(tmp_path):
     # torch.multiprocessing sends the tensor through fragless's IPC handle; the worker maps
-    # the same device memory: it reads the parent's data and the parent sees its writes.
-    script = tmp_path / "share.py"
-    script.write_text(SHARE_SCRIPT)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
-                            env=os.environ.copy())
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "child backend: fragless" in result.stdout
-    assert "child saw sum: 499500.0" in result.stdout
-    assert "parent sees: 7000.0" in result.stdout
-    assert "child exit: 0" in result.stdout
+    # the same device memory: it reads the parent's data and the parent sees its writes; and
+    # a tensor the worker makes reaches the parent the same way.
+    # The acceptance suite runs the same program (tests/support/torch_suite_steps.py).
+    failure = ipc_both_ways_failure(tmp_path, os.environ.copy())
+    assert failure is None, failure
