@@ -185,6 +185,26 @@ def parent_runs():
               f"refusal {arguments}: exit {run.returncode}, stderr {run.stderr!r}")
 
 
+def exports():
+    """Rule 9: the library exports the counted functions, the getters and its own API only."""
+    allowed = {"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaDeviceSynchronize",
+               "cudaStreamSynchronize", "cudaEventSynchronize", "cudaGetDriverEntryPoint",
+               "cudaGetDriverEntryPointByVersion", "cuMemCreate", "cuMemRelease", "cuMemAlloc_v2", "cuMemFree_v2",
+               "cuMemAllocAsync", "cuMemFreeAsync", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
+               "cuMemAddressReserve", "cuMemAddressFree", "cuCtxSynchronize", "cuCtxSynchronize_v2",
+               "cuStreamSynchronize", "cuEventSynchronize", "cuGetProcAddress_v2"}
+    try:
+        listing = subprocess.run(["nm", "-D", "--defined-only", LIBRARY], stdout=subprocess.PIPE, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        check(False, f"nm -D {LIBRARY}: {error}")
+        return
+    names = {line.split()[-1].split("@")[0] for line in listing.stdout.splitlines() if line.split()[1:2] != ["A"]}
+    extra = sorted(n for n in names if n not in allowed and not n.startswith("fragless_bench_counting_"))
+    check(not extra, f"{LIBRARY} exports {extra}")
+    check(allowed <= names, f"{LIBRARY} lacks {sorted(allowed - names)}")
+
+
+exports()
 differential()
 parent_runs()
 if failures:
