@@ -7,7 +7,9 @@ row in bold; geometric means at the bottom (over the workloads where every repla
 allocator ran ok, like fragless-bench's own summary rows), once over all workloads and once
 over those whose ideal is at least 64 MiB (a 2 MiB page is a large share of a smaller one).
 A second table gives the device calls: fragless's in the first replay, and every caching
-allocator's steady-state calls per step (the last of the warm repetitions).
+allocator's steady-state calls per step (the last of the warm repetitions). Above the tables,
+the device the figures were measured on (results.json's "device", "counting" and
+"capacity" lines; a results.json of earlier releases, a bare list of rows, has none).
 
     python3 scripts/bench_markdown.py build/bench-report/results.json
 """
@@ -24,6 +26,15 @@ def gib(value):
     return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
 
 
+def load_report(path):
+    """(header lines, rows) of a results.json: a report object, or a bare list of rows."""
+    with open(path) as f:
+        report = json.load(f)
+    if isinstance(report, list):
+        return {}, report
+    return {key: report.get(key, "") for key in ("device", "counting", "capacity")}, report["rows"]
+
+
 def by_workload(rows):
     """The rows grouped by workload (trace), in first-seen order, without summary rows."""
     by_trace, order = {}, []
@@ -37,7 +48,7 @@ def by_workload(rows):
 
 
 def main(path):
-    rows = json.load(open(path))
+    _, rows = load_report(path)
     by_trace, order = by_workload(rows)
     present = {row["allocator"] for row in rows}
     allocators = [name for name in ALLOCATORS if name in present]
@@ -86,7 +97,7 @@ def main(path):
 
 
 def calls_table(path):
-    rows = json.load(open(path))
+    _, rows = load_report(path)
     by_trace, order = by_workload(rows)
     present = {row["allocator"] for row in rows}
     steady = [name for name in STEADY if name in present]
@@ -115,6 +126,12 @@ def calls_table(path):
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
+    header, _ = load_report(sys.argv[1])
+    for key, value in header.items():
+        if value:
+            print(f"{key.capitalize()}: {value}  ")
+    if header:
+        print()
     main(sys.argv[1])
     print()
     calls_table(sys.argv[1])

@@ -65,6 +65,9 @@ case "$what" in
     build default
     mkdir -p build/bench-report
     echo "$device" >build/bench-report/device.txt
+    # fragless-bench records the line in results.json and table.txt; on a GPU it counts the
+    # device calls with its LD_PRELOADed counter and takes the device's memory as the capacity.
+    export FRAGLESS_BENCH_DEVICE="$device"
     case "$device" in
       "real GPU"*) exec build/default/bench/fragless-bench main "$@" ;;
       *) exec scripts/with-simcuda build/default/bench/fragless-bench main "$@" ;;

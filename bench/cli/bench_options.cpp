@@ -66,8 +66,9 @@ std::uint64_t parse_size(const std::string& text) {
 
 std::string usage_text() {
   return R"(fragless-bench: how much GPU memory does each allocator reserve on a workload, and how
-much host time does it cost? Every replay runs on simcuda, each (trace, allocator) in its
-own child process.
+much host time does it cost? Each (trace, allocator) replays in its own child process, on
+simcuda when it is loaded (scripts/with-simcuda), else on the real GPU, where an
+LD_PRELOADed counter (libfragless_bench_counting.so) counts the device calls.
 
 usage:
   fragless-bench main [options]              built-in workloads + every shared trace; writes
@@ -102,11 +103,14 @@ options:
   --repetitions N        replays per (trace, allocator); host time is the median (default 3)
   --smoke                quick CI mode: 1 repetition, at most 20000 events per trace
   --max-events N         replay only the first N events of each trace (reported in notes)
-  --capacity SIZE        device capacity, e.g. 24GiB (simcuda_set_capacity; units as in
-                         FRAGLESS_CONF: KiB/MiB/GiB binary, KB/MB/GB decimal); OOMs are counted
+  --capacity SIZE        device capacity, e.g. 24GiB (simcuda only: simcuda_set_capacity; units
+                         as in FRAGLESS_CONF: KiB/MiB/GiB binary, KB/MB/GB decimal); OOMs are
+                         counted. On a real GPU the capacity is the device's memory and any
+                         other value is refused
   --max-fit              built-in workloads: binary-search the largest batch that fits in
-                         --capacity (default 24GiB when not given)
-  --device-call-ns N     charge N ns of host time per device alloc/free/map/unmap call (off)
+                         --capacity (default 24GiB on simcuda, the device's memory on a GPU)
+  --device-call-ns N     charge N ns of host time per device alloc/free/map/unmap call (off;
+                         simcuda only)
   --json PATH            write the rows as JSON ("-" = stdout)
   --csv PATH             write the rows as CSV
   --plot PATH            write an SVG plot of reserved and live bytes over each trace
@@ -125,6 +129,15 @@ options:
   --markdown PATH        corpus: write the per-family tables as markdown
   --verbose              show the replay processes' stderr (allocator and simcuda messages);
                          otherwise only a failed replay's last stderr line, in its status
+
+environment:
+  FRAGLESS_BENCH_COUNTING  auto (default): simcuda's counters when simcuda is loaded, else the
+                         counting library; interposer: drive simcuda as a real GPU (the
+                         counting library, no simcuda control API); simcuda: require simcuda
+  FRAGLESS_BENCH_DEVICE  the report's device line (scripts/dev.sh main sets it); detected
+                         when unset
+  FRAGLESS_BENCH_COUNTING_LIBRARY  path of libfragless_bench_counting.so (default: beside
+                         fragless-bench, or the install's library directory)
 )";
 }
 
@@ -135,7 +148,7 @@ bench_options parse_bench_options(int argc, char** argv) {
   if (options.command == "--help" || options.command == "-h" || options.command == "help")
     throw std::invalid_argument("help");
   static const std::vector<std::string> commands = {"main", "replay", "builtin", "convert", "replay-one", "micro",
-                                                    "generate", "corpus", "calibrate"};
+                                                    "generate", "corpus", "calibrate", "device-info"};
   bool known = false;
   for (const std::string& c : commands) known = known || c == options.command;
   if (!known) throw std::invalid_argument("unknown command '" + options.command + "'");

@@ -3,6 +3,8 @@
 // usage error (exit 2) naming the option, never a silent default.
 #pragma once
 
+#include "device_setup.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,7 +14,7 @@
 namespace fragless::bench {
 
 struct bench_options {
-  std::string command;                   // replay | builtin | main | convert | replay-one | micro
+  std::string command;                   // replay | builtin | main | convert | replay-one | micro | ...
   std::vector<std::string> positional;   // files / workload specs / convert input
   std::vector<std::string> allocators;   // empty = all default peers
   std::vector<std::pair<std::string, std::string>> named_configurations;  // --conf NAME=SPEC
@@ -39,6 +41,8 @@ struct bench_options {
   std::string markdown_path;             // corpus: the per-family tables as markdown
   // replay-one only.
   std::string source, allocator, configuration;
+  // Not from the command line: how this run drives the device (prepare_device, once).
+  device_setup device;
 };
 
 // Throws std::invalid_argument with a one-line message on a usage error.

@@ -2,6 +2,7 @@
 // child's side (see Note [One child per replay] in the header).
 #include "child_runner.hpp"
 
+#include "replay/cuda_device.hpp"
 #include "replay/cuda_streams.hpp"
 #include "replay/device_counters.hpp"
 #include "trace_sources.hpp"
@@ -30,6 +31,27 @@ std::string self_path() {
   return buffer;
 }
 
+// Note [Counting device calls] (replay/device_counters.hpp): the counter goes first in
+// LD_PRELOAD, and the child is told to read it (not simcuda) whatever else is loaded.
+void add_counting_library(std::vector<std::string>& environment, const std::string& library) {
+  std::string preload = library, asan_options = "verify_asan_link_order=0";
+  std::vector<std::string> kept;
+  for (const std::string& variable : environment) {
+    if (variable.rfind("LD_PRELOAD=", 0) == 0) {
+      if (variable.size() > 11) preload += ":" + variable.substr(11);
+    } else if (variable.rfind("ASAN_OPTIONS=", 0) == 0) {
+      if (variable.size() > 13) asan_options = variable.substr(13) + ":" + asan_options;
+    } else if (variable.rfind("FRAGLESS_BENCH_COUNTING=", 0) != 0) {
+      kept.push_back(variable);
+    }
+  }
+  kept.push_back("LD_PRELOAD=" + preload);
+  kept.push_back("FRAGLESS_BENCH_COUNTING=interposer");
+  // A sanitized build preloads a sanitized library ahead of the sanitizer's runtime.
+  kept.push_back("ASAN_OPTIONS=" + asan_options);
+  environment = std::move(kept);
+}
+
 // The child's environment: ours, with the peer's settings replaced.
 std::vector<std::string> child_environment(const child_request& request) {
   std::vector<std::string> environment;
@@ -40,6 +62,7 @@ std::vector<std::string> child_environment(const child_request& request) {
   }
   if (request.allocator == "pytorch-expandable") environment.emplace_back("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
   if (!request.configuration.empty()) environment.push_back("FRAGLESS_CONF=" + request.configuration);
+  if (!request.counting_library.empty()) add_counting_library(environment, request.counting_library);
   return environment;
 }
 
@@ -154,27 +177,25 @@ child_result decode_outcome(const std::string& text) {
   return result;
 }
 
-child_result run_child(const child_request& request) {
+namespace {
+
+struct spawned {
+  std::string output;
+  int wait_status = 0;
+  std::string failure;     // fork/pipe/exec trouble
+  std::string last_error;  // the child's last stderr line (when not passed through)
+};
+
+// fork + execve of this program with `arguments`, stdout read to the end.
+spawned spawn_self(std::vector<std::string> arguments, std::vector<std::string> environment, bool pass_stderr) {
+  spawned result;
   int pipe_fds[2];
-  child_result failed;
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {  // CLOEXEC: the corpus forks from several threads
-    failed.outcome.status = "failed: pipe: " + std::string(std::strerror(errno));
-    return failed;
+    result.failure = "pipe: " + std::string(std::strerror(errno));
+    return result;
   }
   const std::string program = self_path();
-  std::vector<std::string> arguments = {
-      program, "replay-one", "--source", request.source, "--allocator", request.allocator,
-      "--repetitions", std::to_string(request.repetitions), "--max-events", std::to_string(request.max_events),
-      "--device-call-ns", std::to_string(request.device_call_ns), "--timeout", std::to_string(request.timeout_seconds)};
-  if (request.capacity_bytes != 0) {
-    arguments.push_back("--capacity");
-    arguments.push_back(std::to_string(request.capacity_bytes));
-  }
-  if (!request.configuration.empty()) {
-    arguments.push_back("--configuration");
-    arguments.push_back(request.configuration);
-  }
-  std::vector<std::string> environment = child_environment(request);
+  arguments.at(0) = program;
   std::vector<char*> argv_pointers, env_pointers;
   for (std::string& a : arguments) argv_pointers.push_back(a.data());
   argv_pointers.push_back(nullptr);
@@ -183,15 +204,15 @@ child_result run_child(const child_request& request) {
 
   // The child's stderr goes to a scratch file: peers and simcuda can be chatty; the last
   // line is kept for the status when the child fails.
-  std::FILE* error_log = request.pass_stderr ? nullptr : std::tmpfile();
+  std::FILE* error_log = pass_stderr ? nullptr : std::tmpfile();
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child < 0) {
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
     if (error_log != nullptr) std::fclose(error_log);
-    failed.outcome.status = "failed: fork: " + std::string(std::strerror(errno));
-    return failed;
+    result.failure = "fork: " + std::string(std::strerror(errno));
+    return result;
   }
   if (child == 0) {
     ::dup2(pipe_fds[1], STDOUT_FILENO);
@@ -202,35 +223,76 @@ child_result run_child(const child_request& request) {
     _exit(127);
   }
   ::close(pipe_fds[1]);
-  std::string output;
   char buffer[65536];
   for (;;) {
     const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (got > 0) output.append(buffer, static_cast<std::size_t>(got));
+    if (got > 0) result.output.append(buffer, static_cast<std::size_t>(got));
     else if (got < 0 && errno == EINTR) continue;
     else break;
   }
   ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child, &result.wait_status, 0) < 0 && errno == EINTR) {
   }
-  child_result result = decode_outcome(output);
-  if (WIFSIGNALED(status)) {
-    const int signal_number = WTERMSIG(status);
-    result.outcome.status = signal_number == SIGALRM
-                                ? "failed: timed out after " + std::to_string(request.timeout_seconds) + " s"
-                                : "failed: crashed (" + std::string(strsignal(signal_number)) + ")";
-  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-    result.outcome.status = "failed: could not start " + program;
+  if (WIFEXITED(result.wait_status) && WEXITSTATUS(result.wait_status) == 127) {
+    result.failure = "could not start " + program;
   }
   if (error_log != nullptr) {
-    if (result.outcome.status.rfind("failed", 0) == 0) {
-      const std::string last = last_line_of(error_log);
-      if (!last.empty()) result.outcome.status += " [stderr: " + one_line(last) + "]";
-    }
+    result.last_error = last_line_of(error_log);
     std::fclose(error_log);
   }
   return result;
+}
+
+}  // namespace
+
+child_result run_child(const child_request& request) {
+  std::vector<std::string> arguments = {
+      "fragless-bench", "replay-one", "--source", request.source, "--allocator", request.allocator,
+      "--repetitions", std::to_string(request.repetitions), "--max-events", std::to_string(request.max_events),
+      "--device-call-ns", std::to_string(request.device_call_ns), "--timeout", std::to_string(request.timeout_seconds)};
+  if (request.capacity_bytes != 0) {
+    arguments.push_back("--capacity");
+    arguments.push_back(std::to_string(request.capacity_bytes));
+  }
+  if (!request.configuration.empty()) {
+    arguments.push_back("--configuration");
+    arguments.push_back(request.configuration);
+  }
+  const spawned child = spawn_self(std::move(arguments), child_environment(request), request.pass_stderr);
+  child_result result = decode_outcome(child.output);
+  if (!child.failure.empty()) {
+    result.outcome.status = "failed: " + child.failure;
+  } else if (WIFSIGNALED(child.wait_status)) {
+    const int signal_number = WTERMSIG(child.wait_status);
+    result.outcome.status = signal_number == SIGALRM
+                                ? "failed: timed out after " + std::to_string(request.timeout_seconds) + " s"
+                                : "failed: crashed (" + std::string(strsignal(signal_number)) + ")";
+  }
+  if (result.outcome.status.rfind("failed", 0) == 0 && !child.last_error.empty()) {
+    result.outcome.status += " [stderr: " + one_line(child.last_error) + "]";
+  }
+  return result;
+}
+
+self_run run_self(std::vector<std::string> arguments, const std::vector<std::string>& environment, bool pass_stderr) {
+  const spawned child = spawn_self(std::move(arguments), environment, pass_stderr);
+  self_run result;
+  result.output = child.output;
+  if (!child.failure.empty()) result.status = child.failure;
+  else if (WIFSIGNALED(child.wait_status)) result.status = "crashed (" + std::string(strsignal(WTERMSIG(child.wait_status))) + ")";
+  else if (!WIFEXITED(child.wait_status) || WEXITSTATUS(child.wait_status) != 0) result.status = "failed";
+  if (!result.status.empty() && !child.last_error.empty()) result.status += " [stderr: " + one_line(child.last_error) + "]";
+  return result;
+}
+
+int device_info_main() {
+  ::alarm(120);
+  const device_facts facts = query_device();
+  std::printf("ok\t%d\nname\t%s\ntotal_bytes\t%llu\nfree_bytes\t%llu\nerror\t%s\n", facts.ok ? 1 : 0,
+              one_line(facts.name).c_str(), static_cast<unsigned long long>(facts.total_bytes),
+              static_cast<unsigned long long>(facts.free_bytes), one_line(facts.error).c_str());
+  std::fflush(stdout);
+  std::_Exit(0);
 }
 
 int replay_one_main(const child_request& request) {
@@ -239,10 +301,14 @@ int replay_one_main(const child_request& request) {
   std::string unavailable;
   try {
     const traces::trace t = load_source(request.source);
-    device_counters counters;
-    counters.set_auto_complete(true);
+    // Note [Counting device calls]: without simcuda, bytes in use come from cudaMemGetInfo.
+    const device_counters counters(&read_device_used_bytes);
+    counters.set_auto_complete(true);  // simcuda only
     if (request.capacity_bytes != 0 && !counters.set_capacity(request.capacity_bytes)) {
-      outcome.status = "failed: cannot set device capacity (simcuda control API missing)";
+      outcome.status = counters.simulated() ? "failed: cannot set device capacity"
+                                            : "failed: a real GPU's capacity cannot be set (--capacity is simcuda-only)";
+    } else if (request.device_call_ns != 0 && !counters.simulated()) {
+      outcome.status = "failed: --device-call-ns is simcuda-only (a real GPU's calls have real prices)";
     } else {
       if (request.device_call_ns != 0) {
         for (const char* name : costed_functions()) counters.set_call_cost_ns(name, request.device_call_ns);

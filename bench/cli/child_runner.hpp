@@ -25,8 +25,10 @@ struct child_request {
   std::string configuration;   // fragless configuration (FRAGLESS_CONF) for named configurations
   int repetitions = 1;
   std::size_t max_events = 0;
-  std::uint64_t capacity_bytes = 0;  // 0 = simcuda default
-  std::uint64_t device_call_ns = 0;
+  std::uint64_t capacity_bytes = 0;  // 0 = the device's own (simcuda's default, or a GPU's)
+  std::uint64_t device_call_ns = 0;  // simcuda only
+  // Note [Counting device calls]: LD_PRELOADed into the child (empty = simcuda counts).
+  std::string counting_library;
   int timeout_seconds = 600;
   bool pass_stderr = false;  // --verbose: the child's stderr goes to ours instead of a scratch file
 };
@@ -37,6 +39,19 @@ struct child_result {
 };
 
 child_result run_child(const child_request& request);
+
+// This program run again as a child (`fragless-bench ARGUMENTS...`, arguments[0] is
+// replaced by its path) with `environment`; its stdout, and its last stderr line when it
+// failed. The child's stderr goes to ours when pass_stderr.
+struct self_run {
+  std::string output;
+  std::string status;  // empty when it exited 0; else what happened, with its last stderr line
+};
+self_run run_self(std::vector<std::string> arguments, const std::vector<std::string>& environment, bool pass_stderr);
+
+// The child's side of the device probe (command device-info, replay/cuda_device.hpp):
+// "ok|name|total_bytes|free_bytes|error<TAB>value" lines on stdout. Returns the exit code.
+int device_info_main();
 
 // The child side: encodes an outcome as text lines on stdout.
 std::string encode_outcome(const replay_outcome& outcome, const std::string& unavailable_reason);

@@ -87,7 +87,11 @@ int run_corpus(const bench_options& options, const std::string& command_line) {
       rows.push_back(std::move(r));
     }
   }
-  const std::string markdown = format_corpus_markdown(rows, families, command_line);
+  // What the figures were measured on (device_setup's lines), above the tables.
+  std::string device_lines;
+  if (!options.device.device_line.empty()) device_lines += "Device: " + options.device.device_line + "\n\n";
+  if (!options.device.counting_line.empty()) device_lines += "Counting: " + options.device.counting_line + "\n\n";
+  const std::string markdown = device_lines + format_corpus_markdown(rows, families, command_line);
   if (!options.markdown_path.empty()) write_file_atomically(options.markdown_path, markdown);
   if (!options.json_path.empty()) write_file_atomically(options.json_path, format_corpus_json(rows, families, command_line));
   if (!options.csv_path.empty()) write_file_atomically(options.csv_path, format_csv(flat));

@@ -30,15 +30,22 @@ namespace fragless::bench {
 
 namespace {
 
+report_header header_of(const bench_options& options) {
+  return {options.device.device_line, options.device.counting_line, options.device.capacity_line};
+}
+
 void emit(const std::vector<result_row>& raw_rows, const bench_options& options, const std::string& title) {
   const std::vector<result_row> rows = with_summary_rows(raw_rows);
-  if (!options.json_path.empty() && options.json_path != "-") write_file_atomically(options.json_path, format_json(rows));
+  const report_header header = header_of(options);
+  if (!options.json_path.empty() && options.json_path != "-") {
+    write_file_atomically(options.json_path, format_report_json(rows, header));
+  }
   if (!options.csv_path.empty()) write_file_atomically(options.csv_path, format_csv(rows));
   if (!options.plot_path.empty()) write_file_atomically(options.plot_path, format_svg_plot(raw_rows, title));
   if (options.json_path == "-") {
-    std::cout << format_json(rows);
+    std::cout << format_report_json(rows, header);
   } else if (!options.no_table) {
-    std::cout << format_table(rows);
+    std::cout << format_report_header(header) << format_table(rows);
   }
   std::cout.flush();
   // Say so when traces were cut short (smoke mode / --max-events): the figures cover a prefix.
@@ -79,7 +86,14 @@ std::vector<bench_input> builtin_inputs(const std::vector<std::string>& specs) {
   return inputs;
 }
 
-int run_command(const bench_options& options, int argc, char** argv) {
+int run_command(const bench_options& parsed, int argc, char** argv) {
+  if (parsed.command == "device-info") return device_info_main();
+  bench_options options = parsed;
+  // Note [Counting device calls]: decided once, before any replay (refusals stop the run here).
+  if (options.command == "main" || options.command == "replay" || options.command == "builtin" ||
+      options.command == "corpus") {
+    options.device = prepare_device(options);
+  }
   if (options.command == "replay-one") {
     child_request request;
     request.source = options.source;
@@ -110,7 +124,7 @@ int run_command(const bench_options& options, int argc, char** argv) {
   }
   if (options.command == "calibrate") {
     if (options.output_path.empty()) throw std::invalid_argument("calibrate needs -o OUT");
-    const bool simulated = device_counters().available();
+    const bool simulated = device_counters::simcuda_control_loaded();
     calibration measured = calibrate_device_calls(std::max(3, options.repetitions * 3 + 2));
     if (!measured.error.empty()) throw std::runtime_error("calibrate: " + measured.error);
     measured.table.device = simulated ? "simcuda (host-memory emulation, not a GPU: these are simcuda's figures)"
@@ -159,7 +173,8 @@ int run_command(const bench_options& options, int argc, char** argv) {
   }
   // main: built-in workloads and every shared trace, outputs in one directory.
   bench_options main_options = options;
-  // The main job also answers "how big a batch fits on a 24 GiB card" (skipped in smoke mode).
+  // The main job also answers "how big a batch fits on a 24 GiB card" (on a GPU: on this
+  // device; Note [Capacity on a real GPU]); skipped in smoke mode.
   if (!options.smoke) main_options.max_fit = true;
   const std::string traces_dir = options.traces_dir.empty() ? default_traces_dir() : options.traces_dir;
   std::vector<bench_input> inputs = builtin_inputs(options.positional);
@@ -175,7 +190,7 @@ int run_command(const bench_options& options, int argc, char** argv) {
   if (main_options.plot_path.empty()) main_options.plot_path = out_dir + "/reserved_over_time.svg";
   const auto rows = run_matrix(inputs, main_options);
   emit(rows, main_options, "fragless-bench: reserved vs live bytes, per workload");
-  write_file_atomically(out_dir + "/table.txt", format_table(with_summary_rows(rows)));
+  write_file_atomically(out_dir + "/table.txt", format_report_header(header_of(main_options)) + format_table(with_summary_rows(rows)));
   std::cerr << "fragless-bench: report written to " << out_dir << "\n";
   return finish(rows);
 }

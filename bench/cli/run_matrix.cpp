@@ -17,8 +17,6 @@ namespace fragless::bench {
 
 namespace {
 
-constexpr std::uint64_t default_fit_capacity_bytes = std::uint64_t{24} << 30;
-
 struct input_facts {
   ideal_summary ideal;
   std::size_t events = 0;
@@ -107,14 +105,18 @@ child_request request_for(const bench_input& input, const std::string& allocator
   request.configuration = configuration;
   request.repetitions = options.repetitions;
   request.max_events = options.max_events;
-  request.capacity_bytes = options.capacity_bytes.value_or(0);
-  request.device_call_ns = options.device_call_ns;
+  // Note [Capacity on a real GPU]: a GPU's own capacity is never set (prepare_device refused
+  // any other), nor are call prices.
+  request.capacity_bytes = options.device.simulated ? options.capacity_bytes.value_or(0) : 0;
+  request.device_call_ns = options.device.simulated ? options.device_call_ns : 0;
+  request.counting_library = options.device.counting_library;
   request.timeout_seconds = options.timeout_seconds;
   request.pass_stderr = options.verbose;
   return request;
 }
 
-// Largest batch of a built-in workload that replays without OOM at the capacity:
+// Largest batch of a built-in workload that replays without OOM at the capacity
+// (Note [Capacity on a real GPU]):
 // doubling from the spec's batch, then bisection. Returns 0 when even batch 1 fails.
 std::uint64_t max_fitting_batch(const workload_spec& base, const std::string& allocator, const std::string& configuration,
                                 const bench_options& options) {
@@ -125,7 +127,7 @@ std::uint64_t max_fitting_batch(const workload_spec& base, const std::string& al
     child_request request = request_for(input, allocator, configuration, options);
     request.repetitions = 1;
     request.max_events = 0;
-    request.capacity_bytes = options.capacity_bytes.value_or(default_fit_capacity_bytes);
+    request.capacity_bytes = fit_capacity_to_set(options);
     const child_result result = run_child(request);
     return result.outcome.status == "ok" && result.outcome.ooms == 0;
   };
@@ -178,7 +180,12 @@ result_row replay_row(const bench_input& input, const std::string& allocator, co
     row.status = "not built";
     return row;
   }
-  fill_from_outcome(row, run_child(request_for(input, allocator, configuration, options)), ideal_bytes, prices);
+  // Note [Cost model] prices the device calls that simcuda made free. On a real GPU the timed
+  // calls already paid their real price: pricing them again would count them twice, so the
+  // estimate there is the measured time alone (an empty table prices every call at 0).
+  const cost_table no_prices;
+  fill_from_outcome(row, run_child(request_for(input, allocator, configuration, options)), ideal_bytes,
+                    options.device.simulated ? prices : no_prices);
   return row;
 }
 

@@ -66,7 +66,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     live_block_checker checker;
     timeline_sampler sampler(event_count, options.timeline_points);
     std::uint64_t live_bytes = 0;
-    std::uint64_t last_used_bytes = counters.used_bytes();
+    std::uint64_t last_generation = counters.memory_generation();
     std::uint64_t timed_ns = 0;
     std::uint64_t timed_ops = 0;
     if (measuring) counters.reset();
@@ -117,14 +117,15 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
       const std::uint64_t used_bytes = counters.used_bytes();
+      const std::uint64_t generation = counters.memory_generation();  // Note [Memory generation]
       account_used_bytes(used_bytes);
-      if (measuring || !counters.available() || used_bytes != last_used_bytes) {
+      if (measuring || !counters.available() || generation != last_generation) {
         reserved = allocator.reserved_bytes();
         if (reserved > outcome.peak_reserved_bytes) {
           outcome.peak_reserved_bytes = reserved;
           outcome.reserved_minus_allocated_at_peak_bytes = reserved - std::min(reserved, live_bytes);
         }
-        last_used_bytes = used_bytes;
+        last_generation = generation;
       }
       if (measuring) {
         outcome.peak_live_bytes = std::max(outcome.peak_live_bytes, live_bytes);

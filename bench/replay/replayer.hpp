@@ -38,9 +38,9 @@ namespace fragless::bench {
 // that kept reserved memory low on the first pass and let it grow in later ones (to stop
 // moving pages, say) must show the growth. The timeline plot and the device-call totals
 // are the first repetition's; calls per step are the last one's (Note [Steady state]).
-// In the warm repetitions reserved bytes are read only when simcuda's device memory in use
-// changed since the last read (every allocator's reserved bytes grow only through a device
-// allocation): reading an allocator's stats after every operation disturbs the caches the
+// In the warm repetitions reserved bytes are read only when the device memory in use may
+// have changed since the last read (Note [Memory generation] in device_counters.hpp: every
+// allocator's reserved bytes grow only through a device call): reading an allocator's stats after every operation disturbs the caches the
 // timed operations run in, and did double fragless's measured ns/op when we tried it.
 
 struct replay_options {
@@ -61,7 +61,8 @@ struct replay_outcome {
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t reserved_minus_allocated_at_peak_bytes = 0;
   std::uint64_t peak_live_bytes = 0;
-  std::uint64_t device_used_peak_bytes = 0;  // simcuda's own account (0 when unavailable)
+  // simcuda's own account, or cudaMemGetInfo's total - free (Note [Counting device calls])
+  std::uint64_t device_used_peak_bytes = 0;
   std::uint64_t ooms = 0;
   std::string first_failure;  // the allocator's message for the first failed allocation
   double host_ns_per_op = 0.0;

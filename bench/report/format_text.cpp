@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <utility>
 
 namespace fragless::bench {
 
@@ -164,6 +165,27 @@ std::string format_json(const std::vector<result_row>& rows) {
     out += r + 1 == rows.size() ? "}\n" : "},\n";
   }
   return out + "]\n";
+}
+
+std::string format_report_json(const std::vector<result_row>& rows, const report_header& header) {
+  std::string rows_json = format_json(rows);
+  for (std::size_t at = rows_json.find('\n'); at != std::string::npos && at + 1 < rows_json.size();
+       at = rows_json.find('\n', at + 2)) {
+    rows_json.insert(at + 1, "  ");  // indent the list one level
+  }
+  while (!rows_json.empty() && rows_json.back() == '\n') rows_json.pop_back();
+  return "{\n  " + json::quote("device") + ": " + json::quote(header.device) + ",\n  " + json::quote("counting") + ": " +
+         json::quote(header.counting) + ",\n  " + json::quote("capacity") + ": " + json::quote(header.capacity) +
+         ",\n  " + json::quote("rows") + ": " + rows_json + "\n}\n";
+}
+
+std::string format_report_header(const report_header& header) {
+  std::string out;
+  for (const auto& [label, value] : {std::pair<const char*, const std::string*>{"device", &header.device},
+                                     {"counting", &header.counting}, {"capacity", &header.capacity}}) {
+    if (!value->empty()) out += std::string(label) + ": " + *value + "\n";
+  }
+  return out;
 }
 
 std::string format_csv(const std::vector<result_row>& rows) {

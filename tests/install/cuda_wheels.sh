@@ -2,7 +2,9 @@
 # A machine without the CUDA toolkit: installs NVIDIA's CUDA wheels (scripts/pins.env
 # CUDA_WHEELS) into a scratch directory, configures with FRAGLESS_CUDA_FROM_WHEELS=ON and the
 # system toolkit's prefixes ignored and nvcc off PATH, and builds libfragless (its CUDA
-# boundary compiles against the wheels' headers) and checks it links the wheels' libcudart.
+# boundary compiles against the wheels' headers) and checks it links the wheels' libcudart;
+# then installs its CMake package and builds tests/install/consumer against it, the toolkit
+# still hidden.
 #   tests/install/cuda_wheels.sh WORK_DIR
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -46,3 +48,19 @@ PATH=${path_without_nvcc%:} cmake --build "$build" -j2 --target fragless
 library=$(ls "$build"/allocator/libfragless.so.*.*)
 ldd "$library" | grep -q "libcudart.so.13 => $wheels/nvidia/cu13/lib/libcudart.so.13"
 say "ok: $(basename "$library") built with CUDA headers and libcudart from the wheels"
+
+# The CMake package of that build, used with the toolkit still hidden: find_package(fragless)
+# must need no CUDA toolkit (cmake/fraglessConfig.cmake.in; FindCUDAToolkit is switched off
+# for the consumer, since the hidden prefixes do not stop it finding one), and it must link.
+prefix="$work/prefix"
+rm -rf "$prefix" "$work/consumer"
+cmake --install "$build" --component cmake_package --prefix "$prefix" >/dev/null
+PATH=${path_without_nvcc%:} cmake -S "$root/tests/install/consumer" -B "$work/consumer" \
+  -DCMAKE_PREFIX_PATH="$prefix" "-DCMAKE_IGNORE_PREFIX_PATH=$ignored" -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
+  >"$work/consumer.log"
+PATH=${path_without_nvcc%:} cmake --build "$work/consumer" >>"$work/consumer.log"
+if grep -v '^CMAKE_IGNORE_PREFIX_PATH' "$work/consumer/CMakeCache.txt" | grep -q "/usr/local/cuda"; then
+  say "the consumer's configuration refers to the system toolkit"
+  exit 1
+fi
+say "ok: find_package(fragless) from that install, and a consumer linked, with no toolkit"

@@ -28,6 +28,16 @@ say "building the wheel"
 CMAKE_BUILD_PARALLEL_LEVEL=2 "$venv/bin/pip" wheel -q --disable-pip-version-check --no-build-isolation \
   --no-deps -w "$work/dist" -Cbuild-dir="$work/cmake" -Ccmake.define.FRAGLESS_WARNINGS_AS_ERRORS=ON "$root"
 wheel=$(ls "$work"/dist/fragless-*.whl)
+# Each native file once (a wheel stores a symbolic link as a second copy of the file).
+"$venv/bin/python" - "$wheel" <<'PY'
+import collections, sys, zipfile
+names = [n.rsplit("/", 1)[-1] for n in zipfile.ZipFile(sys.argv[1]).namelist()]
+stems = collections.Counter(n.split(".so")[0] for n in names if ".so" in n or n == "fragless-stats")
+print("[python-package] native files:", ", ".join(sorted(n for n in names if ".so" in n or n == "fragless-stats")))
+bad = {stem: count for stem, count in stems.items() if count != 1}
+if bad or set(stems) != {"libfragless", "libfragless_torch", "fragless-stats"}:
+    sys.exit(f"[python-package] the wheel ships {dict(stems)}: each of libfragless, libfragless_torch, fragless-stats once")
+PY
 say "installing $(basename "$wheel")"
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "$wheel"
 
