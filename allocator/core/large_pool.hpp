@@ -2,8 +2,8 @@
 // and where slabs come from. Two ways to get device memory, chosen at start:
 //  - VMM (default where supported): one large reserved virtual range; blocks are placed
 //    best-fit at 512 B granularity inside it, at the end of their range that needs fewer
-//    new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when it
-//    needs them (Note [Page cache]). Very large requests get a range and mapping of their own instead
+//    new pages (Note [Placement]); physical pages are mapped under a block when it needs
+//    them (Note [Page cache]), a run of missing pages as one chunk (Note [Physical chunks]). Very large requests get a range and mapping of their own instead
 //    (Note [Dedicated mappings]), and so does a request no free range can hold
 //    (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]);
 //    idle cached mappings also before reserved memory passes its high-water mark
@@ -188,6 +188,17 @@ class large_pool {
   // `move_first`: try a move before creating, whatever the allowance (Note [Loop plans]).
   backend::status take_page(std::size_t first, std::size_t end, bool move_first,
                             backend::physical_handle* handle) noexcept;
+  // Note [Physical chunks]: physical memory for the run of `run_pages` missing pages from
+  // page `at` (SIZE_MAX: a stitch's page, `run_pages` 1) of a block touching pages
+  // [first, end): a created or moved chunk of *chunk_pages pages, to be mapped at `at`.
+  backend::status take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                             bool move_first, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  backend::status create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
+                                        std::size_t* chunk_pages) noexcept;
+  std::size_t chunk_cap_pages() const noexcept;
+  bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                         backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  bool make_chunk_idle(std::size_t head) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
   bool reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address, backend::status* result) noexcept;
   void compact_pages(const compaction_pass& pass, std::size_t* mapped_cached, std::size_t* unmapped_pages) noexcept;
@@ -201,7 +212,6 @@ class large_pool {
   bool wait_forbidden(const stream_set& streams, stream_id stream) const noexcept;
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
   backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes, bool move_first = false) noexcept;
-  bool take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
   // Is the free range at `address` one no stream can still touch? Makes it clean (forgets
   // its streams) when every remembered stream is idle now.
   bool make_range_idle(std::uintptr_t address) noexcept;
@@ -219,7 +229,8 @@ class large_pool {
   void release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
   // cudaMalloc mode best fit under Note [Max split size].
   std::optional<free_range> segment_fit(std::size_t size_bytes) const;
-  backend::status map_page(std::size_t page, backend::physical_handle handle) noexcept;
+  // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]).
+  backend::status map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept;
   // cudaMalloc mode: releases whole free segments (idle ones unless `synchronized`).
   std::size_t release_cached_segments(std::size_t bytes_to_keep, bool synchronized) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.
