@@ -13,7 +13,8 @@
 namespace fragless::core {
 
 // Note [Compaction]
-// A compaction pass gives back free pages: every mapped page no live block touches is
+// A compaction pass gives back free pages (whole chunks, Note [Physical chunks]: a chunk
+// goes when none of its pages has live bytes): every mapped page no live block touches is
 // unmapped once no stream can still touch it (its free range answers idle to pooled
 // events; no device synchronization on this path), and cached dedicated/stitched mappings
 // likewise, and its physical handle released -- except the kCachedPagesKept lowest free

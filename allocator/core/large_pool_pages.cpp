@@ -51,7 +51,8 @@ constexpr int kMoveCandidates = 8;
 // Note [Page moves]
 // A block that needs a page where none is mapped either gets a new physical page
 // (cuMemCreate + cuMemMap) or takes an idle cached free page from elsewhere
-// (Note [Page cache]; cuMemUnmap + cuMemMap, no new memory). Moving keeps reserved memory at the peak
+// (Note [Page cache]; cuMemUnmap + cuMemMap, no new memory; a run of missing pages is
+// served at once, by whole chunks: Note [Physical chunks]). Moving keeps reserved memory at the peak
 // of pages live blocks touch at once, the lowest there is, but a loop whose blocks touch,
 // over one step, more distinct pages than at its peak then moves pages every step; creating
 // lets reserved memory settle at the pages the step touches over time, after which a
