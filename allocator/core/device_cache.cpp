@@ -38,8 +38,7 @@ device_cache::device_cache(backend::backend& device_backend, int device, live_bl
                                ? 0
                                : std::max(settings.exact_start_allocations, settings.small_program_exact_allocations)),
       exact_start_remaining_(exact_start_initial_),
-      events_(device_backend, device),
-      large_(device_backend, device, events_, settings_) {}
+      events_(device_backend, device) {}
 
 std::uint64_t new_cache_instance_id() noexcept { return next_instance_id.fetch_add(1); }
 
@@ -60,9 +59,10 @@ void device_cache::initialize() {
                        backend_.last_error_text());
   capacity_bytes_ = info.total_bytes;
   const auto range_bytes = static_cast<std::size_t>(static_cast<double>(capacity_bytes_) * settings_.virtual_range_factor);
-  if (large_.initialize(range_bytes) != backend::status::ok)
+  large_ = large_pool::create(backend_, device_, events_, settings_, range_bytes);
+  if (!large_)
     throw device_error("fragless: cannot set up device " + std::to_string(device_) + ": " + backend_.last_error_text());
-  if (settings_.wants_vmm() && !large_.uses_vmm())
+  if (settings_.wants_vmm() && !large_->uses_vmm())
     log_message(log_level::info, "device " + std::to_string(device_) +
                                      ": VMM unavailable, using cudaMalloc segments (" + backend_.last_error_text() + ")");
   if (log_enabled(log_level::info))
@@ -71,7 +71,7 @@ void device_cache::initialize() {
   if (settings_.unsafe_skip_stream_waits)
     log_message(log_level::warn, "unsafe_skip_stream_waits is on: blocks are reused across streams without "
                                  "ordering (test-only)");
-  stats_.page_compaction = large_.uses_vmm() ? 1 : 0;
+  stats_.page_compaction = large_->uses_vmm() ? 1 : 0;
   start_background_compaction();
   stats_.max_split_size = settings_.conf.max_split_bytes == unlimited_bytes ? -1 : as_signed(settings_.conf.max_split_bytes);
 }
@@ -191,7 +191,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     {
       // Slabs come and go with the size classes' load, not with the program's loop: they
       // stay out of loop plans (Note [Loop plans]).
-      large_pool::unplanned_scope unplanned(large_);
+      large_pool::unplanned_scope unplanned(*large_);
       slab_address = place_large_locked(new_slab_bytes, request_bytes, stream);
     }
     std::unique_ptr<slab> fresh;
@@ -207,7 +207,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
       stats_.reserved_bytes[pool_large].decrease(as_signed(bytes));
     } catch (...) {
-      if (fresh) large_.release(slab_address, fresh->bytes, stream_set(stream));
+      if (fresh) large_->release(slab_address, fresh->bytes, stream_set(stream));
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
@@ -234,7 +234,7 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
       // Small requests placed exactly at the start go to slabs later: keeping them out of
       // loop plans lets the first step look like the next ones (Note [Loop plans]).
       std::optional<large_pool::unplanned_scope> unplanned;
-      if (exact_start) unplanned.emplace(large_);
+      if (exact_start) unplanned.emplace(*large_);
       address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
     }
     if (exact_start) end_exact_start_if_due_locked();

@@ -57,7 +57,7 @@ class device_cache {
   // Reads the device's capacity and sets up the large pool. @throws device_error
   void initialize();
   int device() const noexcept { return device_; }
-  const char* backend_name() const noexcept { return large_.uses_vmm() ? "vmm" : "cudaMalloc"; }
+  const char* backend_name() const noexcept { return large_->uses_vmm() ? "vmm" : "cudaMalloc"; }
 
   // @throws out_of_memory_error, invalid_argument_error, device_error
   void* allocate(std::size_t request_bytes, stream_id stream);
@@ -88,9 +88,9 @@ class device_cache {
   // Note [IPC sharing]: the physical allocations under a live block (takes the device lock).
   std::vector<large_pool::shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(device_mutex_);
-    return large_.shared_pieces(address, bytes);
+    return large_->shared_pieces(address, bytes);
   }
-  bool uses_vmm() const noexcept { return large_.uses_vmm(); }
+  bool uses_vmm() const noexcept { return large_->uses_vmm(); }
   // Blocks handed out or pending free, over both pools (running counters, no snapshot).
   std::int64_t active_blocks();
 
@@ -165,7 +165,7 @@ class device_cache {
   std::atomic<std::uint64_t> private_pool_{0};
   std::mutex device_mutex_;
   event_pool events_;
-  large_pool large_;
+  std::unique_ptr<large_pool> large_;  // set by initialize()
   struct pending_large {
     std::uintptr_t address;
     std::size_t size_bytes;

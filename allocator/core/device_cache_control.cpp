@@ -1,6 +1,6 @@
 // One device's cache control: empty_cache/trim, compaction passes (explicit, automatic,
 // background) and the memory fraction (see device_cache.hpp, Note [Compaction] in
-// large_pool_compaction.cpp). Invariant: every pass runs under device_mutex_, and only a pass that
+// vmm_pool_compaction.cpp). Invariant: every pass runs under device_mutex_, and only a pass that
 // synchronized the device first treats memory as idle without asking its streams.
 #include "backend/capture_aware_backend.hpp"
 #include "core/device_cache.hpp"
@@ -16,7 +16,7 @@ std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
 // Holds device_mutex_. Settles pending frees and gives empty slabs back to the large pool;
 // with `synchronized` (the device was synchronized) everything pending completes now.
 void device_cache::settle_locked(bool synchronized) noexcept {
-  if (synchronized) large_.forget_streams();
+  if (synchronized) large_->forget_streams();
   process_pending_locked(synchronized);
   try {
     std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
@@ -30,7 +30,7 @@ void device_cache::settle_locked(bool synchronized) noexcept {
       }
       for (slab* released : slabs) return_slab_locked(*shard, released);
       for (auto& owned : empty) {
-        large_.release(owned->address, owned->bytes, synchronized ? stream_set() : stream_set(shard->stream()));
+        large_->release(owned->address, owned->bytes, synchronized ? stream_set() : stream_set(shard->stream()));
         std::lock_guard<std::mutex> stats_lock(stats_mutex_);
         update(stats_.segment, pool_small, -1);
         stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
@@ -39,7 +39,7 @@ void device_cache::settle_locked(bool synchronized) noexcept {
     }
   } catch (...) {
   }
-  if (synchronized) large_.forget_streams();
+  if (synchronized) large_->forget_streams();
 }
 
 // Holds device_mutex_. Synchronizes the device; false (and logged) when that fails.
@@ -64,7 +64,7 @@ std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexce
   const bool synchronized = synchronize_locked();
   settle_locked(synchronized);
   std::size_t released = 0;
-  if (synchronized) released = large_.release_cached(bytes_to_keep);
+  if (synchronized) released = large_->release_cached(bytes_to_keep);
   account_device_locked();
   return released;
 }
@@ -75,7 +75,7 @@ compact_result device_cache::compact() noexcept {
   std::lock_guard<std::mutex> lock(device_mutex_);
   settle_locked(false);
   const compaction_outcome outcome =
-      large_.compact(compaction_pass{false, false, kCachedPagesKept * large_.pages().page_bytes()});
+      large_->compact(compaction_pass{false, false, large_->cached_pages_kept_bytes()});
   record_compaction_locked(outcome);
   return compact_result{outcome.released_bytes, outcome.unmapped_pages};
 }
@@ -96,11 +96,11 @@ void device_cache::compact_if_due_locked() noexcept {
   if (settings_.conf.compact_threshold_bytes == unlimited_bytes) return;
   const std::int64_t now = now_ns();
   if (now - last_compaction_ns_ < settings_.compaction_interval_ns) return;
-  if (large_.cached_free_bytes() <= settings_.conf.compact_threshold_bytes) return;
+  if (large_->cached_free_bytes() <= settings_.conf.compact_threshold_bytes) return;
   last_compaction_ns_ = now;
   const compaction_outcome outcome =
-      large_.compact(compaction_pass{false, true, settings_.conf.compact_threshold_bytes});
-  large_.advance_epoch();
+      large_->compact(compaction_pass{false, true, settings_.conf.compact_threshold_bytes});
+  large_->advance_epoch();
   record_compaction_locked(outcome);
 }
 
@@ -134,7 +134,7 @@ void device_cache::set_memory_fraction(double fraction) {
     throw invalid_argument_error("fragless: memory fraction must be in (0, 1], got " + std::to_string(fraction));
   std::lock_guard<std::mutex> lock(device_mutex_);
   // The tighter of the fraction and the max_cached_bytes option.
-  large_.set_reserved_limit(std::min(settings_.conf.max_cached_bytes,
+  large_->set_reserved_limit(std::min(settings_.conf.max_cached_bytes,
                                      static_cast<std::size_t>(fraction * static_cast<double>(capacity_bytes_))));
 }
 

@@ -131,7 +131,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
     streams = stream_set(block.stream);
   } catch (...) {
   }
-  large_.release(address, block.size_bytes, streams);
+  large_->release(address, block.size_bytes, streams);
   record_free_stats(block, true);
   release_after_free_locked();
 }
@@ -148,7 +148,7 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
     streams = stream_set(shard.stream());
   } catch (...) {
   }
-  large_.release(owned->address, owned->bytes, streams);
+  large_->release(owned->address, owned->bytes, streams);
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   update(stats_.segment, pool_small, -1);
   stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
@@ -182,7 +182,7 @@ void device_cache::process_pending_locked(bool device_synchronized) noexcept {
       } catch (...) {
       }
     }
-    large_.release(done.address, done.size_bytes, streams);
+    large_->release(done.address, done.size_bytes, streams);
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     stats_.active[pool_large].decrease(1);
     stats_.active_bytes[pool_large].decrease(as_signed(done.size_bytes));

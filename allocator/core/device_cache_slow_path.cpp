@@ -47,17 +47,17 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     }
     synchronized = synchronize_locked();
     settle_locked(synchronized);
-    result = large_.allocate(size_bytes, stream, &address, placed_bytes);
+    result = large_->allocate(size_bytes, stream, &address, placed_bytes);
     if (result == backend::status::out_of_memory && synchronized) {
-      record_compaction_locked(large_.compact(compaction_pass{true, false, 0}));
-      result = large_.allocate(size_bytes, stream, &address, placed_bytes);
+      record_compaction_locked(large_->compact(compaction_pass{true, false, 0}));
+      result = large_->allocate(size_bytes, stream, &address, placed_bytes);
     }
   }
   if (result == backend::status::out_of_memory && synchronized) {
     // Pages the failed attempt mapped are cached now; give them back too. Safe without
     // another synchronization: the retry synchronized, and the device lock has been held
     // since, so no block was freed into the cache meanwhile.
-    large_.release_cached(0);
+    large_->release_cached(0);
   }
   if (result == backend::status::ok) {
     release_above_threshold_locked();
@@ -88,27 +88,27 @@ backend::status device_cache::allocate_with_collection_locked(std::size_t size_b
                                                               std::uintptr_t* address,
                                                               std::size_t* placed_bytes) noexcept {
   const double fraction = settings_.conf.garbage_collection_threshold;
-  if (!(fraction > 0.0)) return large_.allocate(size_bytes, stream, address, placed_bytes);
-  const std::size_t limit = large_.reserved_limit_bytes();
+  if (!(fraction > 0.0)) return large_->allocate(size_bytes, stream, address, placed_bytes);
+  const std::size_t limit = large_->reserved_limit_bytes();
   const std::size_t allowed = static_cast<std::size_t>(std::min<std::uint64_t>(capacity_bytes_, limit));
   const auto target = static_cast<std::size_t>(fraction * static_cast<double>(allowed));
-  const std::size_t reserved = large_.reserved_bytes();
-  if (reserved <= target) return large_.allocate(size_bytes, stream, address, placed_bytes);
-  large_.set_reserved_limit(std::min(limit, reserved));  // no growth on this attempt
-  backend::status result = large_.allocate(size_bytes, stream, address, placed_bytes);
-  large_.set_reserved_limit(limit);
+  const std::size_t reserved = large_->reserved_bytes();
+  if (reserved <= target) return large_->allocate(size_bytes, stream, address, placed_bytes);
+  large_->set_reserved_limit(std::min(limit, reserved));  // no growth on this attempt
+  backend::status result = large_->allocate(size_bytes, stream, address, placed_bytes);
+  large_->set_reserved_limit(limit);
   if (result != backend::status::out_of_memory) return result;
-  const std::size_t cached = large_.cached_free_bytes();
-  const std::size_t excess = large_.reserved_bytes() - std::min(large_.reserved_bytes(), target);
-  large_.release_idle_cached(cached - std::min(cached, excess));
-  return large_.allocate(size_bytes, stream, address, placed_bytes);
+  const std::size_t cached = large_->cached_free_bytes();
+  const std::size_t excess = large_->reserved_bytes() - std::min(large_->reserved_bytes(), target);
+  large_->release_idle_cached(cached - std::min(cached, excess));
+  return large_->allocate(size_bytes, stream, address, placed_bytes);
 }
 
 // Holds device_mutex_. Note [Release threshold].
 void device_cache::release_above_threshold_locked() noexcept {
   if (settings_.conf.release_threshold_bytes == unlimited_bytes) return;
-  if (large_.cached_free_bytes() <= settings_.conf.release_threshold_bytes) return;
-  large_.release_idle_cached(settings_.conf.release_threshold_bytes);
+  if (large_->cached_free_bytes() <= settings_.conf.release_threshold_bytes) return;
+  large_->release_idle_cached(settings_.conf.release_threshold_bytes);
 }
 
 // Holds device_mutex_. The slow-path point after a large free or a slab's return.
@@ -129,11 +129,11 @@ void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
     allocated = stats_.allocated_bytes[pool_all].current;
     reserved = stats_.reserved_bytes[pool_all].current;
   }
-  const std::size_t limit = large_.reserved_limit_bytes();
+  const std::size_t limit = large_->reserved_limit_bytes();
   std::string hint;
   if (request_bytes > capacity_bytes_)
     hint = "The request is larger than the device.";
-  else if (limit != SIZE_MAX && large_.reserved_bytes() + rounded_request_bytes(request_bytes) > limit)
+  else if (limit != SIZE_MAX && large_->reserved_bytes() + rounded_request_bytes(request_bytes) > limit)
     hint = "The reserved-memory limit of " + format_bytes_readable(limit) +
            " (set_memory_fraction / max_cached_bytes) was reached; raise it to allow more.";
   else
@@ -145,7 +145,7 @@ void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
       " is free. Of the allocated memory " + format_bytes_readable(static_cast<std::uint64_t>(allocated)) +
       " is allocated by fragless, and " + format_bytes_readable(static_cast<std::uint64_t>(std::max<std::int64_t>(0, reserved - allocated))) +
       " is reserved by fragless but unallocated. The largest free block is " +
-      format_bytes_readable(large_.largest_free_reserved_bytes()) + ". " + hint);
+      format_bytes_readable(large_->largest_free_reserved_bytes()) + ". " + hint);
 }
 
 }  // namespace fragless::core

@@ -137,23 +137,23 @@ device_stats device_cache::stats(bool with_layout) {
 
 // Holds device_mutex_. Folds the large pool's reserved bytes and counters into the stats.
 void device_cache::account_device_locked() noexcept {
-  const std::size_t reserved = large_.reserved_bytes();
+  const std::size_t reserved = large_->reserved_bytes();
   reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved);
-  const std::size_t segments = large_.device_segment_count();
-  const large_pool_counters& now = large_.counters();
+  const std::size_t segments = large_->device_segment_count();
+  const large_pool_counters& now = large_->counters();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   if (reserved != accounted_reserved_bytes_)
     update(stats_.reserved_bytes, pool_large, as_signed(reserved) - as_signed(accounted_reserved_bytes_));
   if (segments != accounted_segments_)
     update(stats_.segment, pool_large, as_signed(segments) - as_signed(accounted_segments_));
-  const loop_plan_counters& plans = large_.loop_plan_counts();
+  const loop_plan_counters& plans = large_->loop_plan_counts();
 #define FRAGLESS_LARGE_POOL_COUNTER(member, stat, description) \
   stats_.stat += now.member - accounted_counters_.member;
 #define FRAGLESS_LOOP_PLAN_COUNTER(member, stat, description) \
   stats_.stat += plans.member - accounted_plan_counters_.member;
 #include "core/stat_sources.def"
   accounted_plan_counters_ = plans;
-  stats_.pages_mapped.current = static_cast<std::int64_t>(large_.pages().mapped_count());
+  stats_.pages_mapped.current = static_cast<std::int64_t>(large_->mapped_page_count());
   stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
   stats_.num_events_created = events_.created_count();
   accounted_reserved_bytes_ = reserved;
@@ -187,8 +187,8 @@ memory_snapshot device_cache::snapshot() {
   // Free ranges, clipped to reserved memory (unmapped address space is not memory). Any
   // byte of a region that is neither live, pending, slab nor free shows up as a gap,
   // which check_snapshot() reports.
-  const std::vector<reserved_region> regions = large_.reserved_regions();
-  large_.index().for_each([&](const free_range& range) {
+  const std::vector<reserved_region> regions = large_->reserved_regions();
+  large_->index().for_each([&](const free_range& range) {
     auto at = std::upper_bound(regions.begin(), regions.end(), range.address,
                                [](std::uintptr_t value, const reserved_region& r) { return value < r.address; });
     if (at != regions.begin()) --at;
@@ -198,7 +198,7 @@ memory_snapshot device_cache::snapshot() {
       if (start < end) large_blocks.emplace(start, snapshot_block{start, end - start, 0, block_state::free});
     }
   });
-  for (const reserved_region& cached : large_.cached_dedicated_regions())  // Note [Dedicated mappings]
+  for (const reserved_region& cached : large_->cached_dedicated_regions())  // Note [Dedicated mappings]
     large_blocks.emplace(cached.address, snapshot_block{cached.address, cached.size_bytes, 0, block_state::free});
   struct slab_view {
     std::uintptr_t address;
@@ -272,7 +272,7 @@ memory_snapshot device_cache::snapshot() {
       segment.address = piece_start;
       segment.size_bytes = piece_end - piece_start;
       segment.pool = pool_large;
-      segment.is_expandable = large_.uses_vmm();
+      segment.is_expandable = large_->uses_vmm();
       segment.blocks = std::move(inside);
       snap.segments.push_back(std::move(segment));
     };

@@ -1,7 +1,7 @@
 // Page bookkeeping for the VMM large pool: for every physical-page-sized slot of the
 // device's virtual range, how many live bytes touch it, whether physical memory is mapped
 // there, which physical chunk (one handle over one or more consecutive pages, mapped and
-// unmapped only whole: Note [Physical chunks] in large_pool_pages.cpp) it belongs to, and
+// unmapped only whole: Note [Physical chunks] in vmm_pool_pages.cpp) it belongs to, and
 // since which compaction epoch a cached page has been free (Note [Compaction]).
 // Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
 // cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|;

@@ -36,11 +36,8 @@ namespace fragless::core {
 // it knows the stream (under the device lock), a second one to rename it when it does,
 // and a few dozen bytes kept per retired stream.
 
-bool large_pool::rename_stream(stream_id from, stream_id to) {
-  bool renamed = index_.rename_stream(from, to);
-  for (auto& [base, mapping] : dedicated_) renamed |= mapping.streams.rename(from, to);
-  return renamed;
-}
+// (vmm_pool adds its cached mappings.)
+bool large_pool::rename_stream(stream_id from, stream_id to) { return index_.rename_stream(from, to); }
 
 void device_cache::retire_stream(stream_id stream) noexcept {
   if (stream == nullptr) return;  // the legacy stream is never destroyed
@@ -57,10 +54,10 @@ void device_cache::retire_stream(stream_id stream) noexcept {
       live_blocks_.for_each([&](std::uintptr_t, const live_block& block) {
         known |= block.cache == this && (block.stream == stream || block.other_streams.contains(stream));
       });
-      if (!known) large_.index().for_each([&](const free_range& range) { known |= range.streams.contains(stream); });
+      if (!known) large_->index().for_each([&](const free_range& range) { known |= range.streams.contains(stream); });
       if (!known) {
         // A cached mapping may still name it: renaming to itself only asks.
-        known = large_.rename_stream(stream, stream);
+        known = large_->rename_stream(stream, stream);
       }
     }
     if (!known) return;
@@ -72,7 +69,7 @@ void device_cache::retire_stream(stream_id stream) noexcept {
                                        ": retiring a destroyed stream needed a device synchronization");
       return;
     }
-    large_.rename_stream(stream, stand_in);
+    large_->rename_stream(stream, stand_in);
     for (pending_large& pending : pending_large_)
       if (pending.stream == stream) pending.stream = stand_in;
     live_blocks_.for_each_mutable([&](std::uintptr_t, live_block& block) {

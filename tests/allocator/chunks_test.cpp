@@ -1,4 +1,4 @@
-// Physical chunks (Note [Physical chunks] in allocator/core/large_pool_pages.cpp), as
+// Physical chunks (Note [Physical chunks] in allocator/core/vmm_pool_pages.cpp), as
 // properties over random seeds on simcuda:
 //  - the physical allocations under live blocks partition their pages: every block is
 //    covered, in address order, by whole chunks; two blocks' chunks are the same or

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "consistency.hpp"
+#include "core/vmm_pool.hpp"
 #include "simcuda_support.hpp"
 
 using namespace fragless;

@@ -1,5 +1,5 @@
 // When reserved memory may grow (Note [Growth], Note [Move budget] in
-// allocator/core/large_pool_growth.cpp), as properties over random seeds on simcuda:
+// allocator/core/vmm_pool_growth.cpp), as properties over random seeds on simcuda:
 //  - huge blocks whose sizes change every step never push reserved memory past the peak of
 //    the live blocks' page-rounded bytes (idle cached mappings are given back first), and
 //    their data survives; a huge request that free pages of the shared range can hold

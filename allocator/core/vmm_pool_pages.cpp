@@ -1,11 +1,11 @@
-// Large pool, VMM mode: the shared range's pages -- where a block goes (Note [Placement]),
+// VMM pool: the shared range's pages -- where a block goes (Note [Placement]),
 // the pages kept mapped as a cache (Note [Page cache]) and when a missing page is moved
 // rather than created (Note [Page moves]).
 // Invariant: a page is mapped while a live block touches it; a page moved or released is
 // one no stream can still touch; every handle taken off a page is mapped again, released,
 // or queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
@@ -75,7 +75,7 @@ constexpr int kMoveCandidates = 64;
 // moving; page_moves off never moves while the reserved limit and the device allow.
 
 // Note [Placement]
-std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placement(std::size_t size_bytes) const {
+std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::choose_placement(std::size_t size_bytes) const {
   // Ordinary placement never enters a loop plan's range (Note [Loop plans]).
   std::optional<free_range> range =
       plan_range_bytes_ == 0 ? index_.best_fit(size_bytes) : index_.best_fit_in(size_bytes, 0);
@@ -90,19 +90,19 @@ std::optional<std::pair<std::uintptr_t, free_range>> large_pool::choose_placemen
   return std::make_pair(use_end ? at_end : range->address, *range);
 }
 
-bool large_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+bool vmm_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   auto after = placed_blocks_.lower_bound(address);
   if (after == placed_blocks_.begin()) return false;
   const auto& [start, block] = *std::prev(after);
   return block.size_bytes == size_bytes && start + block.size_bytes == address;
 }
 
-bool large_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+bool vmm_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   auto at = placed_blocks_.find(address);
   return at != placed_blocks_.end() && at->second.size_bytes == size_bytes;
 }
 
-backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                          std::size_t* placed_bytes) {
   bool planned = false;
   const bool recorded = unplanned_scopes_ == 0;
@@ -135,7 +135,7 @@ backend::status large_pool::allocate_vmm(std::size_t size_bytes, stream_id strea
   return backend::status::ok;
 }
 
-backend::status large_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
                                         stream_id stream, bool planned) {
   backend::status result = order_after_streams(range, stream);
   if (result != backend::status::ok) return result;
@@ -170,7 +170,7 @@ backend::status large_pool::place_block(std::uintptr_t address, std::size_t size
 // live bytes: the free pages held that way in one chunk are fewer than
 // physical_chunk_fraction x the reserved memory when it was made, and compaction releases
 // a chunk as soon as all its pages are free and idle.
-backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes,
+backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes,
                                               bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
@@ -205,7 +205,7 @@ backend::status large_pool::map_missing_pages(std::uintptr_t address, std::size_
 }
 
 // Note [Physical chunks]: the pages a created chunk may have.
-std::size_t large_pool::chunk_cap_pages() const noexcept {
+std::size_t vmm_pool::chunk_cap_pages() const noexcept {
   const double fraction = settings_.conf.physical_chunk_fraction;
   if (fraction <= 0.0) return 1;
   const auto pages = static_cast<std::size_t>(static_cast<double>(reserved_bytes()) * fraction /
@@ -214,7 +214,7 @@ std::size_t large_pool::chunk_cap_pages() const noexcept {
 }
 
 // Note [Page moves], Note [Physical chunks]
-backend::status large_pool::take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
                                        bool move_first, backend::physical_handle* handle,
                                        std::size_t* chunk_pages) noexcept {
   backend::status created = backend::status::out_of_memory;
@@ -238,7 +238,7 @@ backend::status large_pool::take_chunk(std::size_t at, std::size_t run_pages, st
   return create_physical_chunk(create_pages, handle, chunk_pages);
 }
 
-backend::status large_pool::take_page(std::size_t first, std::size_t end, bool move_first,
+backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
                                       backend::physical_handle* handle) noexcept {
   std::size_t pages = 0;
   return take_chunk(SIZE_MAX, 1, first, end, move_first, handle, &pages);
@@ -246,7 +246,7 @@ backend::status large_pool::take_page(std::size_t first, std::size_t end, bool m
 
 // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit, one
 // if the device refuses more).
-backend::status large_pool::create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
+backend::status vmm_pool::create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
                                                   std::size_t* chunk_pages) noexcept {
   const std::size_t page_bytes = pages_.page_bytes();
   const std::size_t reserved = reserved_bytes();
@@ -267,7 +267,7 @@ backend::status large_pool::create_physical_chunk(std::size_t pages, backend::ph
 // Note [Page moves]: how many pages may be mapped before a missing page is moved rather
 // than created: the headroom over the peak of live bytes, and never fewer than the peak of
 // pages live blocks touched at once (below that, moving cannot help).
-std::size_t large_pool::growth_allowance_pages() const noexcept {
+std::size_t vmm_pool::growth_allowance_pages() const noexcept {
   if (settings_.conf.page_move_headroom <= 0.0) return 0;
   const double allowed_bytes = static_cast<double>(pages_.live_high_water_bytes()) * (1.0 + settings_.conf.page_move_headroom);
   const auto allowed_pages = static_cast<std::size_t>(allowed_bytes / static_cast<double>(pages_.page_bytes()));
@@ -275,7 +275,7 @@ std::size_t large_pool::growth_allowance_pages() const noexcept {
 }
 
 // Is every free range over the chunk at `head` one no stream can still touch?
-bool large_pool::make_chunk_idle(std::size_t head) noexcept {
+bool vmm_pool::make_chunk_idle(std::size_t head) noexcept {
   const std::size_t count = pages_.chunk_pages(head);
   std::uintptr_t checked_end = 0;
   for (std::size_t page = head; page < head + count; ++page) {
@@ -291,7 +291,7 @@ bool large_pool::make_chunk_idle(std::size_t head) noexcept {
 // Moves a whole cached free chunk whose past users are all done to page `at`: one of at
 // most `run_pages` pages, or a larger one whose surplus lands on unmapped pages after the
 // run (Note [Physical chunks]). Never one overlapping pages [first, end) or the plan's.
-bool large_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
                                    backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
@@ -341,27 +341,7 @@ bool large_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::s
   return false;
 }
 
-bool large_pool::streams_idle(const stream_set& streams) noexcept {
-  for (stream_id stream : streams.streams())
-    if (events_.stream_idle(stream) != backend::status::ok) return false;
-  return true;
-}
-
-bool large_pool::make_range_idle(std::uintptr_t address) noexcept {
-  std::optional<free_range> range = index_.containing(address);
-  if (!range || range->streams.empty()) return true;
-  if (!streams_idle(range->streams)) return false;
-  // Every stream of the range is idle now: the whole range is clean.
-  try {
-    index_.carve(range->address, range->size_bytes);
-    index_.insert(free_range{range->address, range->size_bytes, range->segment_id, {}});
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
-
-backend::status large_pool::map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept {
+backend::status vmm_pool::map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept {
   const std::uintptr_t address = pages_.page_address(first);
   const std::size_t bytes = count * pages_.page_bytes();
   const std::int64_t start = now_ns();
@@ -375,7 +355,7 @@ backend::status large_pool::map_chunk(std::size_t first, std::size_t count, back
   return backend::status::ok;
 }
 
-void large_pool::release_handle(backend::physical_handle handle) noexcept {
+void vmm_pool::release_handle(backend::physical_handle handle) noexcept {
   if (backend_.release_physical(device_, handle) == backend::status::ok) {
     ++counters_.device_free;
     return;

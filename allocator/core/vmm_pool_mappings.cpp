@@ -1,10 +1,10 @@
-// Large pool, VMM mode: mappings outside the shared range -- dedicated mappings
+// VMM pool: mappings outside the shared range -- dedicated mappings
 // (Note [Dedicated mappings]) and stitched mappings (Note [Stitching]).
 // Invariant: a mapping in dedicated_ is fully mapped (every handle at its place) and holds
 // one block or none; a failed attempt leaves no mapping, no reserved range and no handle
 // behind.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
@@ -38,7 +38,7 @@ namespace fragless::core {
 // A failed stitch unmaps what it mapped, releases the handles it took and frees the range,
 // so nothing half-mapped is ever handed out.
 
-bool large_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address,
+bool vmm_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address,
                                backend::status* result) noexcept {
   for (auto& [base, mapping] : dedicated_) {
     if (mapping.in_use || mapping.bytes != bytes || mapping.range_bytes != bytes) continue;
@@ -59,7 +59,7 @@ bool large_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr
 }
 
 // Note [Dedicated mappings]
-backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+backend::status vmm_pool::allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                                std::size_t* placed_bytes) {
   const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
   if (placed_bytes != nullptr) *placed_bytes = bytes;
@@ -103,7 +103,7 @@ backend::status large_pool::allocate_dedicated(std::size_t size_bytes, stream_id
 }
 
 // Note [Stitching]
-backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+backend::status vmm_pool::allocate_stitched(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                               std::size_t* placed_bytes) {
   const std::size_t page_bytes = pages_.page_bytes();
   const std::size_t bytes = round_up(size_bytes, page_bytes);
@@ -174,7 +174,7 @@ backend::status large_pool::allocate_stitched(std::size_t size_bytes, stream_id 
   return backend::status::ok;
 }
 
-bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
+bool vmm_pool::release_dedicated(std::uintptr_t base) noexcept {
   auto at = dedicated_.find(base);
   if (at == dedicated_.end() || at->second.in_use) return false;
   dedicated_mapping& mapping = at->second;
@@ -201,7 +201,7 @@ bool large_pool::release_dedicated(std::uintptr_t base) noexcept {
   return true;
 }
 
-void large_pool::release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept {
+void vmm_pool::release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept {
   for (auto at = dedicated_.begin(); at != dedicated_.end() && *cached > pass.bytes_to_keep;) {
     auto next = std::next(at);  // release_dedicated erases the entry
     const std::uintptr_t base = at->first;

@@ -4,12 +4,12 @@
 // ordinary placement and coalescing never cross its edges; it exists only while the plan
 // places blocks (an abandoned plan's range returns to segment 0 at once).
 // The device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
 
-backend::status large_pool::allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream,
+backend::status vmm_pool::allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream,
                                              bool* placed) {
   *placed = false;
   std::optional<free_range> range = index_.containing(address);
@@ -21,7 +21,7 @@ backend::status large_pool::allocate_planned(std::uintptr_t address, std::size_t
   return result;
 }
 
-void large_pool::start_plan() noexcept {
+void vmm_pool::start_plan() noexcept {
   const std::size_t span_bytes = round_up(plan_.plan_span_bytes(), pages_.page_bytes());
   std::optional<free_range> top = plan_range_bytes_ == 0 ? index_.highest() : std::nullopt;
   const std::uintptr_t base = top ? round_up(top->address, pages_.page_bytes()) : 0;
@@ -41,7 +41,7 @@ void large_pool::start_plan() noexcept {
   plan_.activate();
 }
 
-void large_pool::dissolve_plan_range() noexcept {
+void vmm_pool::dissolve_plan_range() noexcept {
   if (plan_range_bytes_ == 0 || plan_.active()) return;
   // Every free piece of the range joins segment 0 (and merges with its neighbours there);
   // blocks still live in it go back to segment 0 when freed.

@@ -1,8 +1,9 @@
-// Large pool, cudaMalloc mode: PyTorch-like segments (Note [Segment sizes]) and the
-// max split size rule (Note [Max split size]).
+// The large pool in cudaMalloc mode (see segment_pool.hpp): PyTorch-like segments
+// (Note [Segment sizes]), the max split size rule (Note [Max split size]), and releasing
+// whole free segments, the one form of compaction this mode has.
 // Invariant: a block lies inside one live segment; only whole free segments are released.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/segment_pool.hpp"
 
 #include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
@@ -33,14 +34,14 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 // oversize threshold of the stats there.
 
 // Note [Segment sizes]
-std::size_t large_pool::segment_size_for(std::size_t size_bytes) const noexcept {
+std::size_t segment_pool::segment_size_for(std::size_t size_bytes) const noexcept {
   if (size_bytes <= settings_.conf.small_segment_bytes / 2) return settings_.conf.small_segment_bytes;
   if (size_bytes < settings_.conf.large_segment_bytes / 2) return settings_.conf.large_segment_bytes;
   return round_up(size_bytes, 2 * kMiB);
 }
 
 // Note [Max split size]
-std::optional<free_range> large_pool::segment_fit(std::size_t size_bytes) const {
+std::optional<free_range> segment_pool::segment_fit(std::size_t size_bytes) const {
   std::optional<free_range> range = index_.best_fit(size_bytes);
   if (!range || settings_.conf.max_split_bytes == unlimited_bytes) return range;
   // Best fit is the smallest fitting range: if it is too large, every other one is too.
@@ -49,7 +50,7 @@ std::optional<free_range> large_pool::segment_fit(std::size_t size_bytes) const 
   return range;
 }
 
-backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+backend::status segment_pool::allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                              std::size_t* placed_bytes) {
   std::optional<free_range> range = segment_fit(size_bytes);
   if (range && wait_forbidden(range->streams, stream)) range.reset();  // a fresh segment instead
@@ -82,6 +83,84 @@ backend::status large_pool::allocate_segment(std::size_t size_bytes, stream_id s
   *address = range->address;
   if (placed_bytes != nullptr) *placed_bytes = take_bytes;
   return backend::status::ok;
+}
+
+segment_pool::~segment_pool() {
+  // Teardown: give back whatever is left; live blocks are the program's leak.
+  for (const auto& [base, size] : segments_) backend_.free_segment(device_, reinterpret_cast<void*>(base));
+}
+
+backend::status segment_pool::allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                       std::size_t* placed_bytes) noexcept {
+  try {
+    if (placed_bytes != nullptr) *placed_bytes = size_bytes;
+    return allocate_segment(size_bytes, stream, address, placed_bytes);
+  } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
+    return backend::status::error;
+  }
+}
+
+void segment_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+  try {
+    auto segment = std::prev(segments_.upper_bound(address));
+    index_.insert(free_range{address, size_bytes, segment->first, streams});
+  } catch (...) {
+    // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
+    // shortage must not corrupt device bookkeeping).
+  }
+}
+
+std::size_t segment_pool::cached_free_bytes() const noexcept {
+  std::size_t bytes = 0;
+  for (const auto& [base, size] : segments_) {
+    auto range = index_.containing(base);
+    if (range && range->address == base && range->size_bytes == size) bytes += size;
+  }
+  return bytes;
+}
+
+std::vector<reserved_region> segment_pool::reserved_regions() const {
+  std::vector<reserved_region> regions;
+  for (const auto& [base, size] : segments_) regions.push_back({base, size});
+  return regions;
+}
+
+// Note [Compaction]: in cudaMalloc mode a pass releases whole free idle segments only; the
+// stats say page compaction is off (page_compaction = 0).
+compaction_outcome segment_pool::compact(const compaction_pass& pass) noexcept {
+  compaction_outcome outcome;
+  std::size_t cached = cached_free_bytes();
+  for (auto at = segments_.begin(); at != segments_.end() && cached > pass.bytes_to_keep;) {
+    const auto [base, size] = *at;
+    auto range = index_.containing(base);
+    if (!range || range->address != base || range->size_bytes != size ||
+        (!pass.synchronized && !make_range_idle(base)) ||
+        backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
+      ++at;
+      continue;
+    }
+    ++counters_.device_free;
+    notify_segment_event(device_, segment_event_kind::free, base, size);
+    index_.carve(base, size);
+    segment_bytes_ -= size;
+    outcome.released_bytes += size;
+    cached -= size;
+    at = segments_.erase(at);
+  }
+  return outcome;
+}
+
+// Note [IPC sharing]: a block's one piece is its whole segment (handle 0).
+std::vector<large_pool::shared_piece> segment_pool::shared_pieces(std::uintptr_t address, std::size_t bytes) const {
+  std::vector<shared_piece> pieces;
+  if (bytes == 0) return pieces;
+  const std::uintptr_t end = address + bytes;
+  auto segment = segments_.upper_bound(address);
+  if (segment == segments_.begin()) return pieces;
+  --segment;
+  if (end > segment->first + segment->second) return pieces;
+  pieces.push_back(shared_piece{segment->first, segment->second, 0});
+  return pieces;
 }
 
 }  // namespace fragless::core

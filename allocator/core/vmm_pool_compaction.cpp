@@ -1,11 +1,12 @@
-// Large pool: compaction passes, the one way cached memory leaves the pool
-// (Note [Compaction]); release_cached / release_idle_cached are passes with fixed settings.
+// VMM pool: compaction passes, the one way cached memory leaves the pool
+// (Note [Compaction]); release_cached / release_idle_cached (large_pool.cpp) are passes
+// with fixed settings.
 // Invariant: a pass never unmaps a page a live block touches, never unmaps a page (or
 // releases a segment or mapping) whose free range a stream may still touch unless the
 // device was synchronized, and accounts every handle it takes off a page: released, or
 // queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 #include "core/log.hpp"
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
@@ -36,29 +37,24 @@ namespace fragless::core {
 //    age, a loop whose step outlasts the interval returned pages mid-step and created them
 //    again in the next one: the benchmark's longest traces showed thousands of calls per
 //    step that way.)
-// In cudaMalloc mode a pass releases whole free idle segments only; the stats say page
-// compaction is off (page_compaction = 0).
+// In cudaMalloc mode a pass releases whole free idle segments only (segment_pool::compact).
 
-compaction_outcome large_pool::compact(const compaction_pass& pass) noexcept {
+compaction_outcome vmm_pool::compact(const compaction_pass& pass) noexcept {
   compaction_outcome outcome;
   const std::size_t before = reserved_bytes();
-  if (!uses_vmm_) {
-    outcome.released_bytes = release_cached_segments(pass.bytes_to_keep, pass.synchronized);
-  } else {
-    std::vector<backend::physical_handle> retry;
-    retry.swap(unreleased_);
-    for (backend::physical_handle handle : retry) release_handle(handle);
-    std::size_t mapped_cached = mapped_cached_bytes();
-    release_dedicated_mappings(pass, &mapped_cached);
-    compact_pages(pass, &mapped_cached, &outcome.unmapped_pages);
-    outcome.released_bytes = before - std::min(before, reserved_bytes());
-  }
+  std::vector<backend::physical_handle> retry;
+  retry.swap(unreleased_);
+  for (backend::physical_handle handle : retry) release_handle(handle);
+  std::size_t mapped_cached = mapped_cached_bytes();
+  release_dedicated_mappings(pass, &mapped_cached);
+  compact_pages(pass, &mapped_cached, &outcome.unmapped_pages);
+  outcome.released_bytes = before - std::min(before, reserved_bytes());
   return outcome;
 }
 
 // Unmaps free pages, highest first, while more than pass.bytes_to_keep free bytes stay
 // mapped; counts them in *unmapped_pages.
-void large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
+void vmm_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_cached,
                                std::size_t* unmapped_pages) noexcept {
   if (*mapped_cached <= pass.bytes_to_keep || pages_.cached_free_pages().empty()) return;
   std::vector<std::size_t> pages;
@@ -120,39 +116,6 @@ void large_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_
     } catch (...) {
     }
   }
-}
-
-std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
-  return compact(compaction_pass{true, false, bytes_to_keep}).released_bytes;
-}
-
-// Note [Release threshold]: like release_cached, but without a device synchronization, so
-// only memory whose free range is idle now goes; the rest waits for a later call.
-std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept {
-  if (cached_free_bytes() <= bytes_to_keep) return 0;
-  return compact(compaction_pass{false, false, bytes_to_keep}).released_bytes;
-}
-
-std::size_t large_pool::release_cached_segments(std::size_t bytes_to_keep, bool synchronized) noexcept {
-  std::size_t released = 0;
-  std::size_t cached = cached_free_bytes();
-  for (auto at = segments_.begin(); at != segments_.end() && cached > bytes_to_keep;) {
-    const auto [base, size] = *at;
-    auto range = index_.containing(base);
-    if (!range || range->address != base || range->size_bytes != size || (!synchronized && !make_range_idle(base)) ||
-        backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
-      ++at;
-      continue;
-    }
-    ++counters_.device_free;
-    notify_segment_event(device_, segment_event_kind::free, base, size);
-    index_.carve(base, size);
-    segment_bytes_ -= size;
-    released += size;
-    cached -= size;
-    at = segments_.erase(at);
-  }
-  return released;
 }
 
 }  // namespace fragless::core

@@ -1,21 +1,13 @@
-// The large pool's side of sharing memory with other processes (Note [IPC sharing] in
+// The VMM pool's side of sharing memory with other processes (Note [IPC sharing] in
 // core/ipc_sharing.hpp): which physical allocations lie under a block. Reads only.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 
 namespace fragless::core {
 
-std::vector<large_pool::shared_piece> large_pool::shared_pieces(std::uintptr_t address, std::size_t bytes) const {
+std::vector<large_pool::shared_piece> vmm_pool::shared_pieces(std::uintptr_t address, std::size_t bytes) const {
   std::vector<shared_piece> pieces;
   if (bytes == 0) return pieces;
   const std::uintptr_t end = address + bytes;
-  if (!uses_vmm_) {
-    auto segment = segments_.upper_bound(address);
-    if (segment == segments_.begin()) return pieces;
-    --segment;
-    if (end > segment->first + segment->second) return pieces;
-    pieces.push_back(shared_piece{segment->first, segment->second, 0});
-    return pieces;
-  }
   // A dedicated or stitched mapping holding the block.
   auto mapping = dedicated_.upper_bound(address);
   if (mapping != dedicated_.begin()) {

@@ -1,4 +1,4 @@
-// Large pool, VMM mode: when reserved memory may grow. Idle cached mappings are given back
+// VMM pool: when reserved memory may grow. Idle cached mappings are given back
 // before reserved memory passes its high-water mark (Note [Growth]), and page moves are
 // paid for by pages created (Note [Move budget]).
 // Invariant: reserved memory passes its high-water mark only while no idle cached
@@ -6,7 +6,7 @@
 // choice (past the growth allowance, not for a loop plan, not under the reserved limit)
 // only while the pool has moved fewer pages than it created (page_move_budget).
 // Not thread-safe: the device cache holds the device lock around every call.
-#include "core/large_pool.hpp"
+#include "core/vmm_pool.hpp"
 #include "core/size_classes.hpp"
 
 namespace fragless::core {
@@ -37,7 +37,7 @@ namespace fragless::core {
 // corpus seeds per family: huge-tensors 1.214x -> 1.003x the ideal (steady-pass calls 460
 // -> 72, first-pass calls 8,366 -> 14,246), dynamic shapes 1.035x -> 1.007x, many streams
 // 1.108x -> 1.068x (but steady-pass calls 2,700 -> 9,944); the other families unchanged.
-void large_pool::make_room_for_growth(std::size_t bytes) noexcept {
+void vmm_pool::make_room_for_growth(std::size_t bytes) noexcept {
   while (dedicated_cached_bytes_ != 0 && reserved_bytes() + bytes > reserved_high_water_bytes_) {
     std::uintptr_t largest = 0;
     std::size_t largest_bytes = 0;
@@ -51,7 +51,7 @@ void large_pool::make_room_for_growth(std::size_t bytes) noexcept {
   }
 }
 
-bool large_pool::huge_block_fits_shared_pages(std::size_t size_bytes) noexcept {
+bool vmm_pool::huge_block_fits_shared_pages(std::size_t size_bytes) noexcept {
   const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
   for (const auto& [base, mapping] : dedicated_)
     if (!mapping.in_use && mapping.bytes == bytes && mapping.range_bytes == bytes) return false;  // reused in place
@@ -89,7 +89,7 @@ bool large_pool::huge_block_fits_shared_pages(std::size_t size_bytes) noexcept {
 // 14,600 -> 2,700 for 1.040x -> 1.108x the ideal, KV-cache eviction 362 -> 18 for 1.058x
 // -> 1.077x; every shared trace unchanged.
 // page_move_budget:false moves whenever past the allowance.
-bool large_pool::move_within_budget() const noexcept {
+bool vmm_pool::move_within_budget() const noexcept {
   return !settings_.conf.page_move_budget || !plan_.planning_failed() || counters_.page_moves < pages_created_;
 }
 

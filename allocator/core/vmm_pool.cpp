@@ -1,0 +1,158 @@
+// The large pool in VMM mode (see vmm_pool.hpp): set-up and teardown of the shared range,
+// the entry point that chooses between the shared range and a mapping of its own, and
+// releasing blocks. Placement and pages: vmm_pool_pages.cpp; mappings: vmm_pool_mappings.cpp.
+// Invariant: see vmm_pool.hpp.
+// Not thread-safe: the device cache holds the device lock around every call.
+#include "core/vmm_pool.hpp"
+
+#include <algorithm>
+
+#include "core/size_classes.hpp"
+
+namespace fragless::core {
+
+vmm_pool::vmm_pool(backend::backend& device_backend, int device, event_pool& events, const cache_settings& settings)
+    : large_pool(device_backend, device, events, settings),
+      compaction_age_passes_(settings.compaction_age_passes < 1 ? 1 : settings.compaction_age_passes),
+      plan_(settings.conf.loop_plan_headroom) {}
+
+vmm_pool::~vmm_pool() {
+  // Teardown: give back whatever is left; live blocks are the program's leak.
+  for (const auto& [base, mapping] : dedicated_) {
+    const std::size_t piece_bytes = mapping.handles.empty() ? 0 : mapping.bytes / mapping.handles.size();
+    for (std::size_t index = 0; index < mapping.handles.size(); ++index) {
+      backend_.unmap(device_, base + index * piece_bytes, piece_bytes);
+      backend_.release_physical(device_, mapping.handles[index]);
+    }
+    backend_.free_address_range(device_, base, mapping.range_bytes);
+  }
+  if (range_bytes_ == 0) return;  // initialize() failed: nothing reserved
+  for (std::size_t page = 0; page < pages_.page_count(); ++page) {
+    if (!pages_.is_mapped(page) || pages_.chunk_head(page) != page) continue;  // Note [Physical chunks]
+    backend_.unmap(device_, pages_.page_address(page), pages_.chunk_pages(page) * pages_.page_bytes());
+    backend_.release_physical(device_, pages_.handle(page));
+  }
+  for (backend::physical_handle handle : unreleased_) backend_.release_physical(device_, handle);
+  backend_.free_address_range(device_, range_base_, range_bytes_);
+}
+
+bool vmm_pool::initialize(std::size_t range_bytes, bool* host_memory_failed) noexcept {
+  const std::size_t page_bytes = backend_.vmm_granularity_bytes(device_);
+  const std::size_t bytes = round_up(range_bytes, page_bytes);
+  std::uintptr_t base = 0;
+  if (backend_.reserve_address_range(device_, bytes, &base) != backend::status::ok) return false;
+  try {
+    pages_ = page_map(base, bytes / page_bytes, page_bytes);
+    index_.insert(free_range{base, bytes, 0, {}});
+  } catch (...) {
+    backend_.free_address_range(device_, base, bytes);
+    *host_memory_failed = true;
+    return false;
+  }
+  range_base_ = base;
+  range_bytes_ = bytes;
+  plan_.set_enabled(settings_.conf.loop_plans);  // Note [Loop plans]: VMM mode only
+  return true;
+}
+
+std::size_t vmm_pool::largest_free_reserved_bytes() const noexcept {
+  std::size_t largest = 0;
+  for (const auto& [base, mapping] : dedicated_)
+    if (!mapping.in_use) largest = std::max(largest, mapping.bytes);
+  index_.for_each([&](const free_range& range) {
+    // Longest run of mapped pages' bytes inside this free range.
+    std::size_t run = 0;
+    const std::uintptr_t end = range.address + range.size_bytes;
+    for (std::size_t page = pages_.first_page(range.address); page < pages_.end_page(range.address, range.size_bytes);
+         ++page) {
+      if (!pages_.is_mapped(page)) {
+        run = 0;
+        continue;
+      }
+      const std::uintptr_t start = std::max(range.address, pages_.page_address(page));
+      const std::uintptr_t stop = std::min(end, pages_.page_address(page) + pages_.page_bytes());
+      run += stop - start;
+      largest = std::max(largest, run);
+    }
+  });
+  return largest;
+}
+
+std::vector<reserved_region> vmm_pool::reserved_regions() const {
+  std::vector<reserved_region> regions;
+  for (std::size_t page = 0; page < pages_.page_count(); ++page) {
+    if (!pages_.is_mapped(page)) continue;
+    const std::uintptr_t address = pages_.page_address(page);
+    if (!regions.empty() && regions.back().address + regions.back().size_bytes == address)
+      regions.back().size_bytes += pages_.page_bytes();
+    else
+      regions.push_back({address, pages_.page_bytes()});
+  }
+  if (!dedicated_.empty()) {
+    for (const auto& [base, mapping] : dedicated_) regions.push_back({base, mapping.bytes});
+    std::sort(regions.begin(), regions.end(),
+              [](const reserved_region& a, const reserved_region& b) { return a.address < b.address; });
+  }
+  return regions;
+}
+
+std::vector<reserved_region> vmm_pool::cached_dedicated_regions() const {
+  std::vector<reserved_region> regions;
+  for (const auto& [base, mapping] : dedicated_)
+    if (!mapping.in_use) regions.push_back({base, mapping.bytes});
+  return regions;
+}
+
+backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                     std::size_t* placed_bytes) noexcept {
+  try {
+    if (placed_bytes != nullptr) *placed_bytes = size_bytes;
+    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !huge_block_fits_shared_pages(size_bytes))
+      return allocate_dedicated(size_bytes, stream, address, placed_bytes);
+    return allocate_vmm(size_bytes, stream, address, placed_bytes);
+  } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
+    return backend::status::error;
+  }
+}
+
+void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+  if (!dedicated_.empty()) {
+    auto at = dedicated_.find(address);
+    if (at != dedicated_.end()) {
+      try {
+        at->second.streams = streams;
+      } catch (...) {
+        return;  // no host memory: the mapping stays unavailable rather than unsafe
+      }
+      at->second.in_use = false;
+      at->second.free_since_epoch = pages_.epoch();
+      dedicated_cached_bytes_ += at->second.bytes;
+      return;
+    }
+  }
+  try {
+    const std::uint64_t segment_id = in_plan_range(address) ? kPlanSegmentId : 0;
+    index_.insert(free_range{address, size_bytes, segment_id, streams});
+    pages_.remove_live(address, size_bytes);
+    auto placed = placed_blocks_.find(address);
+    if (placed != placed_blocks_.end()) {
+      const std::uint64_t sequence = placed->second.sequence;
+      placed_blocks_.erase(placed);
+      if (sequence != 0) plan_.record_release(sequence, churn_count());
+      after_plan_event();
+    }
+  } catch (...) {
+    // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
+    // shortage must not corrupt device bookkeeping).
+  }
+}
+
+
+// Note [Retired streams]: cached mappings remember streams too.
+bool vmm_pool::rename_stream(stream_id from, stream_id to) {
+  bool renamed = large_pool::rename_stream(from, to);
+  for (auto& [base, mapping] : dedicated_) renamed |= mapping.streams.rename(from, to);
+  return renamed;
+}
+
+}  // namespace fragless::core

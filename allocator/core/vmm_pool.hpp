@@ -1,0 +1,204 @@
+// The large pool in VMM mode (the default where the device supports it; see
+// core/large_pool.hpp for the interface): one large reserved virtual range; blocks are
+// placed best-fit at 512 B granularity inside it, at the end of their range that needs
+// fewer new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when
+// it needs them (Note [Page cache]), a run of them as one chunk (Note [Physical chunks]).
+// Very large requests get a range and mapping of their
+// own instead (Note [Dedicated mappings]), and so does a request no free range can hold
+// (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]);
+// idle cached mappings also before reserved memory passes its high-water mark
+// (Note [Growth]), and page moves may be budgeted (Note [Move budget]). A repeating
+// loop's step can be laid out once and followed (Note [Loop plans]).
+// Invariant: every live block lies on mapped pages or in a dedicated mapping; the free
+// index holds exactly the shared range's address space that is neither live nor pending;
+// a dedicated mapping holds one block or is wholly cached; reserved bytes = mapped pages +
+// dedicated/stitched mappings, so a snapshot's regions add up to them.
+// Not thread-safe: the device cache holds the device lock around every call.
+// Code (each file holds the notes it implements): vmm_pool.cpp (set-up, entry points,
+// releasing blocks), vmm_pool_pages.cpp (placement, page cache, page moves, physical chunks),
+// vmm_pool_mappings.cpp (dedicated and stitched mappings), vmm_pool_compaction.cpp,
+// vmm_pool_growth.cpp (growth rules), vmm_pool_plans.cpp (loop plans),
+// vmm_pool_sharing.cpp (IPC pieces).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/large_pool.hpp"
+#include "core/loop_plan.hpp"
+#include "core/page_map.hpp"
+
+namespace fragless::core {
+
+// Note [Compaction]: free pages an explicit pass keeps.
+constexpr std::size_t kCachedPagesKept = 4;
+
+class vmm_pool final : public large_pool {
+ public:
+  vmm_pool(backend::backend& device_backend, int device, event_pool& events, const cache_settings& settings);
+  ~vmm_pool() override;
+
+  // Reserves the shared range of `range_bytes` (rounded to pages). False when it cannot
+  // (the caller falls back to cudaMalloc segments), with *host_memory_failed set when host
+  // memory, not the device, was missing.
+  bool initialize(std::size_t range_bytes, bool* host_memory_failed) noexcept;
+
+  bool uses_vmm() const noexcept override { return true; }
+  backend::status allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                           std::size_t* placed_bytes = nullptr) noexcept override;
+  void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept override;
+  compaction_outcome compact(const compaction_pass& pass) noexcept override;
+  bool rename_stream(stream_id from, stream_id to) override;
+  void advance_epoch() noexcept override { pages_.advance_epoch(); }
+  const loop_plan_counters& loop_plan_counts() const noexcept override { return plan_.counters(); }
+  std::size_t reserved_bytes() const noexcept override { return pages_.mapped_bytes() + dedicated_bytes_; }
+  std::size_t device_segment_count() const noexcept override { return pages_.mapped_run_count() + dedicated_.size(); }
+  std::size_t cached_free_bytes() const noexcept override { return mapped_cached_bytes(); }
+  std::size_t largest_free_reserved_bytes() const noexcept override;
+  std::size_t cached_pages_kept_bytes() const noexcept override { return kCachedPagesKept * pages_.page_bytes(); }
+  std::size_t mapped_page_count() const noexcept override { return pages_.mapped_count(); }
+  std::vector<reserved_region> reserved_regions() const override;
+  std::vector<reserved_region> cached_dedicated_regions() const override;
+  std::vector<shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) const override;
+
+  const page_map& pages() const noexcept { return pages_; }
+
+ private:
+  // Note [Page moves]: pages that may be mapped before missing ones are moved, not created.
+  std::size_t growth_allowance_pages() const noexcept;
+  backend::status allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                               std::size_t* placed_bytes);
+  // Note [Loop plans]: places a block at `address` in the plan's range if that place is
+  // free and usable from `stream`; `*placed` says whether it was.
+  backend::status allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream, bool* placed);
+  // Maps what [address, address + size_bytes) lacks, orders `stream` after `range`'s
+  // streams and makes the block live there. `planned`: pages are moved before created.
+  backend::status place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+                              stream_id stream, bool planned);
+  // Note [Loop plans]: reserves the pending plan's range, or rejects the plan.
+  void start_plan() noexcept;
+  // Note [Loop plans]: gives an inactive plan's range back to ordinary placement.
+  void dissolve_plan_range() noexcept;
+  // Note [Loop plans]: after each recorded event, starts a plan that reached its first
+  // planned event, or dissolves the range of one just abandoned.
+  void after_plan_event() noexcept {
+    if (plan_.plan_pending()) start_plan();
+    if (plan_range_bytes_ != 0 && !plan_.active()) dissolve_plan_range();
+  }
+  bool in_plan_range(std::uintptr_t address) const noexcept {
+    return address - plan_base_ < plan_range_bytes_;
+  }
+  // Note [Placement]: the address for a block of `size_bytes` and the free range holding it.
+  std::optional<std::pair<std::uintptr_t, free_range>> choose_placement(std::size_t size_bytes) const;
+  // Note [Placement]: whether a live block of `size_bytes` ends at `address` / starts at it.
+  bool block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept;
+  bool block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept;
+  // Note [Stitching]
+  backend::status allocate_stitched(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                    std::size_t* placed_bytes);
+  // A physical page for a new mapping: an idle free page outside pages [first, end) (a page
+  // move), or a new one within the reserved limit.
+  // `move_first`: try a move before creating, whatever the allowance (Note [Loop plans]).
+  backend::status take_page(std::size_t first, std::size_t end, bool move_first,
+                            backend::physical_handle* handle) noexcept;
+  // Note [Physical chunks]: physical memory for the run of `run_pages` missing pages from
+  // page `at` (SIZE_MAX: a stitch's page, `run_pages` 1) of a block touching pages
+  // [first, end): a created or moved chunk of *chunk_pages pages, to be mapped at `at`.
+  backend::status take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                             bool move_first, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit,
+  // one if the device refuses more).
+  backend::status create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
+                                        std::size_t* chunk_pages) noexcept;
+  // Note [Physical chunks]: the most pages a created chunk may have now.
+  std::size_t chunk_cap_pages() const noexcept;
+  // Moves a whole idle cached free chunk to page `at` (Note [Physical chunks]).
+  bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                         backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Is every free range over the chunk at `head` one no stream can still touch?
+  bool make_chunk_idle(std::size_t head) noexcept;
+  // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
+  bool reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address, backend::status* result) noexcept;
+  void compact_pages(const compaction_pass& pass, std::size_t* mapped_cached, std::size_t* unmapped_pages) noexcept;
+  std::size_t mapped_cached_bytes() const noexcept {
+    return pages_.cached_free_pages().size() * pages_.page_bytes() + dedicated_cached_bytes_;
+  }
+  backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes, bool move_first = false) noexcept;
+  backend::status allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
+                                     std::size_t* placed_bytes);
+  // Unmaps one cached dedicated/stitched mapping and releases its handles; false (and
+  // kept, possibly smaller) if a call fails.
+  bool release_dedicated(std::uintptr_t base) noexcept;
+  // Releases cached dedicated/stitched mappings (only idle ones unless pass.synchronized,
+  // only aged ones with pass.aged_only) while more than pass.bytes_to_keep bytes are
+  // cached; `cached` is updated.
+  void release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
+  // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]).
+  backend::status map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept;
+  // Releases a physical handle, or keeps it for a later retry when the release fails.
+  void release_handle(backend::physical_handle handle) noexcept;
+  // Note [Growth]: before reserved memory grows by `bytes`, gives back idle cached
+  // dedicated/stitched mappings while the growth would pass the high-water mark.
+  void make_room_for_growth(std::size_t bytes) noexcept;
+  // Note [Growth]: records reserved memory after it grew.
+  void note_growth() noexcept { reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved_bytes()); }
+  // Note [Growth]: a huge request goes to the shared range instead of a mapping of its own
+  // when no cached mapping fits it exactly and a new one would pass the high-water mark
+  // while the shared range's free pages could hold it.
+  bool huge_block_fits_shared_pages(std::size_t size_bytes) noexcept;
+  // Note [Move budget]: may a missing page be moved now rather than created?
+  bool move_within_budget() const noexcept;
+
+  // Note [Compaction]: automatic passes take only what stayed free through this many passes.
+  const std::uint32_t compaction_age_passes_;
+  // Note [Compaction]: whether memory free since `free_since_epoch` may go in an aged pass.
+  bool old_enough(std::uint32_t free_since_epoch) const noexcept {
+    return pages_.epoch() - free_since_epoch >= compaction_age_passes_;
+  }
+  std::uintptr_t range_base_ = 0;
+  std::size_t range_bytes_ = 0;
+  page_map pages_;
+  // Blocks placed in the shared range, start -> size and loop-plan sequence: placement
+  // hints only (Note [Placement], Note [Loop plans]); a block missing here (no host memory
+  // when it was placed) is harmless.
+  struct placed_block {
+    std::size_t size_bytes;
+    std::uint64_t sequence;
+  };
+  std::map<std::uintptr_t, placed_block> placed_blocks_;
+  // Note [Loop plans]: the plan and its address range (a free-index segment of its own).
+  static constexpr std::uint64_t kPlanSegmentId = 1;
+  loop_plan plan_;
+  std::uintptr_t plan_base_ = 0;
+  std::size_t plan_range_bytes_ = 0;  // 0: no range
+  std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
+  // Note [Dedicated mappings], Note [Stitching]: base -> mapping.
+  struct dedicated_mapping {
+    std::size_t bytes;  // mapped bytes (all of range_bytes except after a failed release)
+    std::size_t range_bytes;
+    // One handle of `bytes` (dedicated) or one page-sized handle per page (stitched).
+    std::vector<backend::physical_handle> handles;
+    bool stitched;
+    bool in_use;
+    stream_set streams;  // while cached: streams that may still touch it
+    std::uint32_t free_since_epoch = 0;
+  };
+  std::map<std::uintptr_t, dedicated_mapping> dedicated_;
+  std::size_t dedicated_bytes_ = 0;         // all dedicated mappings
+  std::size_t dedicated_cached_bytes_ = 0;  // those no block uses
+  // Note [Growth]: the most reserved bytes so far.
+  std::size_t reserved_high_water_bytes_ = 0;
+  // Note [Move budget]: pages of the shared range (or a stitch) created, not moved, and
+  // those created only because the budget refused a move.
+  std::int64_t pages_created_ = 0;
+  std::int64_t pages_created_over_budget_ = 0;
+  // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn.
+  std::int64_t churn_count() const noexcept { return counters_.page_moves + pages_created_over_budget_; }
+};
+
+}  // namespace fragless::core
