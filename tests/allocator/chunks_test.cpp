@@ -156,3 +156,92 @@ TEST_CASE("physical chunks: a run of missing pages is one create and one map", "
   CHECK(chunked.num_device_alloc == chunked.num_map);
   CHECK(chunked.num_device_alloc == 124);
 }
+
+namespace {
+
+// A chunk workload: growth past the cap, frees that leave partly live chunks, moves (past
+// the allowance), a release, more growth.
+void chunk_workload(core::allocator& instance, void* stream_a, void* stream_b, int* errors) {
+  std::vector<void*> live;
+  auto try_allocate = [&](std::size_t bytes, void* stream) {
+    try {
+      live.push_back(instance.allocate(bytes, 0, stream));
+    } catch (const error&) {
+      ++*errors;
+    }
+  };
+  for (std::size_t mib : {9, 33, 17, 65, 5, 40}) try_allocate(mib * kMiB, stream_a);
+  if (live.size() > 3) {
+    instance.deallocate(live[1]);
+    instance.deallocate(live[3]);
+    live.erase(live.begin() + 3);
+    live.erase(live.begin() + 1);
+  }
+  for (std::size_t mib : {20, 3, 48}) try_allocate(mib * kMiB, stream_b);
+  simcuda_complete_all();
+  try {
+    instance.device(0).release_cache(0);
+  } catch (const error&) {
+    ++*errors;
+  }
+  try_allocate(70 * kMiB, stream_a);
+  for (void* block : live) instance.deallocate(block);
+}
+
+}  // namespace
+
+TEST_CASE("physical chunks: every VMM call failing once leaves no leak and consistent stats", "[chunks][faults]") {
+  const char* const functions[] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"};
+  core::cache_settings settings;
+  settings.conf.physical_chunk_fraction = 0.125;
+  int exercised = 0;
+  for (const char* function : functions) {
+    reset_simcuda();
+    REQUIRE(simcuda_set_capacity(0, std::uint64_t{512} << 20) == 0);
+    std::uint64_t count = 0;
+    {
+      void* stream_a = create_stream(0);
+      void* stream_b = create_stream(0);
+      simcuda_reset_counters();
+      auto instance = make_simcuda_allocator(settings);
+      int errors = 0;
+      chunk_workload(*instance, stream_a, stream_b, &errors);
+      CHECK(errors == 0);
+      count = simcuda_call_count(function);
+      destroy_stream(stream_a);
+      destroy_stream(stream_b);
+    }
+    exercised += count > 0;
+    for (std::uint64_t nth = 1; nth <= count; ++nth) {
+      for (int code : {2, 999}) {  // out of memory, unknown
+        INFO(function << " call " << nth << " of " << count << " fails with " << code);
+        reset_simcuda();
+        REQUIRE(simcuda_set_capacity(0, std::uint64_t{512} << 20) == 0);
+        void* stream_a = create_stream(0);
+        void* stream_b = create_stream(0);
+        const std::uint64_t used_before = simcuda_used_bytes(0);
+        {
+          auto instance = make_simcuda_allocator(settings);
+          instance->device(0);
+          REQUIRE(simcuda_fail(function, nth, code, SIMCUDA_FAIL_ONCE) == 0);
+          int errors = 0;
+          chunk_workload(*instance, stream_a, stream_b, &errors);
+          simcuda_clear_faults();
+          simcuda_complete_all();
+          core::device_cache& cache = instance->device(0);
+          check_consistency(cache.snapshot(), cache.stats());
+          cache.release_cache(0);
+          check_consistency(cache.snapshot(), cache.stats());
+          CHECK(cache.stats().allocated_bytes[pool_all].current == 0);
+          CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+        }
+        CHECK(simcuda_used_bytes(0) == used_before);
+        INFO(race_report());
+        CHECK(simcuda_race_count() == 0);
+        destroy_stream(stream_a);
+        destroy_stream(stream_b);
+      }
+    }
+  }
+  CHECK(exercised == 5);
+}
