@@ -36,28 +36,48 @@ std::size_t page_map::unmapped_pages(std::uintptr_t address, std::size_t size_by
   return count;
 }
 
-void page_map::set_mapped(std::size_t index, backend::physical_handle handle) {
-  page_state& target = pages_[index];
-  assert(!target.mapped);
-  target.mapped = true;
-  target.handle = handle;
-  ++mapped_count_;
-  // A new page joins 0, 1 or 2 neighbouring runs: +1, 0 or -1 runs.
-  mapped_run_count_ = mapped_run_count_ + 1 - mapped_neighbours(index);
-  if (target.live_bytes == 0) {
-    cached_free_.insert(index);
-    target.free_since_epoch = epoch_;
+void page_map::set_mapped(std::size_t first, std::size_t count, backend::physical_handle handle) {
+  assert(count > 0 && first + count <= pages_.size());
+  for (std::size_t index = first; index < first + count; ++index) {
+    page_state& target = pages_[index];
+    assert(!target.mapped);
+    target.mapped = true;
+    target.handle = handle;
+    target.head_offset = static_cast<std::uint32_t>(index - first);
+    target.chunk_pages = index == first ? static_cast<std::uint32_t>(count) : 0;
+    ++mapped_count_;
+    // A new page joins 0, 1 or 2 neighbouring runs: +1, 0 or -1 runs.
+    mapped_run_count_ = mapped_run_count_ + 1 - mapped_neighbours(index);
+    if (target.live_bytes == 0) {
+      cached_free_.insert(index);
+      target.free_since_epoch = epoch_;
+    }
   }
+  ++chunk_count_;
 }
 
-backend::physical_handle page_map::set_unmapped(std::size_t index) {
-  page_state& target = pages_[index];
-  assert(target.mapped && target.live_bytes == 0);
-  target.mapped = false;
-  --mapped_count_;
-  mapped_run_count_ = mapped_run_count_ + mapped_neighbours(index) - 1;
-  cached_free_.erase(index);
-  return target.handle;
+backend::physical_handle page_map::set_unmapped(std::size_t head) {
+  assert(pages_[head].mapped && pages_[head].head_offset == 0);
+  const std::size_t count = pages_[head].chunk_pages;
+  for (std::size_t index = head; index < head + count; ++index) {
+    page_state& target = pages_[index];
+    assert(target.mapped && target.live_bytes == 0);
+    target.mapped = false;
+    target.head_offset = 0;
+    target.chunk_pages = 0;
+    --mapped_count_;
+    mapped_run_count_ = mapped_run_count_ + mapped_neighbours(index) - 1;
+    cached_free_.erase(index);
+  }
+  --chunk_count_;
+  return pages_[head].handle;
+}
+
+bool page_map::chunk_free(std::size_t head) const noexcept {
+  const std::size_t count = pages_[head].chunk_pages;
+  for (std::size_t index = head; index < head + count; ++index)
+    if (pages_[index].live_bytes != 0) return false;
+  return true;
 }
 
 void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {

@@ -1,10 +1,13 @@
 // Page bookkeeping for the VMM large pool: for every physical-page-sized slot of the
-// device's virtual range, how many live bytes touch it, whether a physical page is mapped
-// there, which, and since which compaction epoch a cached page has been free
-// (Note [Compaction]).
+// device's virtual range, how many live bytes touch it, whether physical memory is mapped
+// there, which physical chunk (one handle over one or more consecutive pages, mapped and
+// unmapped only whole: Note [Physical chunks] in vmm_pool_pages.cpp) it belongs to, and
+// since which compaction epoch a cached page has been free (Note [Compaction]).
 // Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
 // cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|;
-// mapped_run_count = number of maximal runs of consecutive mapped pages.
+// mapped_run_count = number of maximal runs of consecutive mapped pages; the mapped pages
+// are partitioned into chunks, each a run [head, head + chunk_pages(head)) whose pages all
+// name the same head and handle.
 // Not thread-safe: the owner holds its device lock.
 #pragma once
 
@@ -37,9 +40,20 @@ class page_map {
   std::size_t live_bytes(std::size_t page) const noexcept { return pages_[page].live_bytes; }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 
-  void set_mapped(std::size_t page, backend::physical_handle handle);
-  // Returns the handle that was mapped. Precondition: mapped, no live bytes.
-  backend::physical_handle set_unmapped(std::size_t page);
+  // Records `handle` mapped over pages [first, first + count) as one chunk.
+  // Precondition: those pages are unmapped.
+  void set_mapped(std::size_t first, std::size_t count, backend::physical_handle handle);
+  void set_mapped(std::size_t page, backend::physical_handle handle) { set_mapped(page, 1, handle); }
+  // Unmaps the chunk starting at `head`; returns its handle. Precondition: `head` is a
+  // chunk's first page and no page of the chunk has live bytes.
+  backend::physical_handle set_unmapped(std::size_t head);
+  // The first page and the page count of the chunk holding a mapped page.
+  std::size_t chunk_head(std::size_t page) const noexcept { return page - pages_[page].head_offset; }
+  std::size_t chunk_pages(std::size_t head) const noexcept { return pages_[head].chunk_pages; }
+  // No page of the chunk at `head` has live bytes.
+  bool chunk_free(std::size_t head) const noexcept;
+  // Mapped chunks (for stats and tests).
+  std::size_t chunk_count() const noexcept { return chunk_count_; }
 
   // Counts [address, address + size_bytes) as live on every page it touches.
   // Precondition: those pages are mapped.
@@ -66,6 +80,8 @@ class page_map {
     std::uint32_t live_bytes = 0;
     std::uint32_t free_since_epoch = 0;
     bool mapped = false;
+    std::uint32_t head_offset = 0;  // mapped: page index - its chunk's first page
+    std::uint32_t chunk_pages = 0;  // on a chunk's first page: its page count
     backend::physical_handle handle = 0;
   };
   template <typename F>
@@ -77,6 +93,7 @@ class page_map {
   std::set<std::size_t> cached_free_;
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;
+  std::size_t chunk_count_ = 0;
   std::uint32_t epoch_ = 0;
   std::size_t live_total_bytes_ = 0;
   std::size_t live_high_water_bytes_ = 0;

@@ -28,8 +28,8 @@ vmm_pool::~vmm_pool() {
   }
   if (range_bytes_ == 0) return;  // initialize() failed: nothing reserved
   for (std::size_t page = 0; page < pages_.page_count(); ++page) {
-    if (!pages_.is_mapped(page)) continue;
-    backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes());
+    if (!pages_.is_mapped(page) || pages_.chunk_head(page) != page) continue;  // Note [Physical chunks]
+    backend_.unmap(device_, pages_.page_address(page), pages_.chunk_pages(page) * pages_.page_bytes());
     backend_.release_physical(device_, pages_.handle(page));
   }
   for (backend::physical_handle handle : unreleased_) backend_.release_physical(device_, handle);

@@ -2,7 +2,8 @@
 // core/large_pool.hpp for the interface): one large reserved virtual range; blocks are
 // placed best-fit at 512 B granularity inside it, at the end of their range that needs
 // fewer new pages (Note [Placement]); 2 MiB physical pages are mapped under a block when
-// it needs them (Note [Page cache]). Very large requests get a range and mapping of their
+// it needs them (Note [Page cache]), a run of them as one chunk (Note [Physical chunks]).
+// Very large requests get a range and mapping of their
 // own instead (Note [Dedicated mappings]), and so does a request no free range can hold
 // (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]);
 // idle cached mappings also before reserved memory passes its high-water mark
@@ -14,7 +15,7 @@
 // dedicated/stitched mappings, so a snapshot's regions add up to them.
 // Not thread-safe: the device cache holds the device lock around every call.
 // Code (each file holds the notes it implements): vmm_pool.cpp (set-up, entry points,
-// releasing blocks), vmm_pool_pages.cpp (placement, page cache, page moves),
+// releasing blocks), vmm_pool_pages.cpp (placement, page cache, page moves, physical chunks),
 // vmm_pool_mappings.cpp (dedicated and stitched mappings), vmm_pool_compaction.cpp,
 // vmm_pool_growth.cpp (growth rules), vmm_pool_plans.cpp (loop plans),
 // vmm_pool_sharing.cpp (IPC pieces).
@@ -105,6 +106,22 @@ class vmm_pool final : public large_pool {
   // `move_first`: try a move before creating, whatever the allowance (Note [Loop plans]).
   backend::status take_page(std::size_t first, std::size_t end, bool move_first,
                             backend::physical_handle* handle) noexcept;
+  // Note [Physical chunks]: physical memory for the run of `run_pages` missing pages from
+  // page `at` (SIZE_MAX: a stitch's page, `run_pages` 1) of a block touching pages
+  // [first, end): a created or moved chunk of *chunk_pages pages, to be mapped at `at`.
+  backend::status take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                             bool move_first, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit,
+  // one if the device refuses more).
+  backend::status create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
+                                        std::size_t* chunk_pages) noexcept;
+  // Note [Physical chunks]: the most pages a created chunk may have now.
+  std::size_t chunk_cap_pages() const noexcept;
+  // Moves a whole idle cached free chunk to page `at` (Note [Physical chunks]).
+  bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                         backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Is every free range over the chunk at `head` one no stream can still touch?
+  bool make_chunk_idle(std::size_t head) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
   bool reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address, backend::status* result) noexcept;
   void compact_pages(const compaction_pass& pass, std::size_t* mapped_cached, std::size_t* unmapped_pages) noexcept;
@@ -112,7 +129,6 @@ class vmm_pool final : public large_pool {
     return pages_.cached_free_pages().size() * pages_.page_bytes() + dedicated_cached_bytes_;
   }
   backend::status map_missing_pages(std::uintptr_t address, std::size_t size_bytes, bool move_first = false) noexcept;
-  bool take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept;
   backend::status allocate_dedicated(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                      std::size_t* placed_bytes);
   // Unmaps one cached dedicated/stitched mapping and releases its handles; false (and
@@ -122,7 +138,8 @@ class vmm_pool final : public large_pool {
   // only aged ones with pass.aged_only) while more than pass.bytes_to_keep bytes are
   // cached; `cached` is updated.
   void release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
-  backend::status map_page(std::size_t page, backend::physical_handle handle) noexcept;
+  // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]).
+  backend::status map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.
   void release_handle(backend::physical_handle handle) noexcept;
   // Note [Growth]: before reserved memory grows by `bytes`, gives back idle cached

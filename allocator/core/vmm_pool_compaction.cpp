@@ -14,7 +14,8 @@
 namespace fragless::core {
 
 // Note [Compaction]
-// A compaction pass gives back free pages: every mapped page no live block touches is
+// A compaction pass gives back free pages (whole chunks, Note [Physical chunks]: a chunk
+// goes when none of its pages has live bytes): every mapped page no live block touches is
 // unmapped once no stream can still touch it (its free range answers idle to pooled
 // events; no device synchronization on this path), and cached dedicated/stitched mappings
 // likewise, and its physical handle released -- except the kCachedPagesKept lowest free
@@ -66,13 +67,26 @@ void vmm_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_ca
   std::uintptr_t busy_start = 0;
   std::uintptr_t busy_end = 0;
   std::size_t failed_unmaps = 0;
+  // Chunks go whole (Note [Physical chunks]): one whose pages are not all free stays.
+  std::size_t done_head = SIZE_MAX;
   for (std::size_t page : pages) {
     if (*mapped_cached <= pass.bytes_to_keep) break;
-    if (pass.aged_only && !old_enough(pages_.free_since_epoch(page))) continue;
-    const std::uintptr_t address = pages_.page_address(page);
+    if (!pages_.is_mapped(page)) continue;  // its chunk went earlier in this pass
+    const std::size_t head = pages_.chunk_head(page);
+    if (head == done_head) continue;
+    done_head = head;
+    const std::size_t count = pages_.chunk_pages(head);
+    if (!pages_.chunk_free(head)) continue;
+    if (pass.aged_only) {
+      bool aged = true;
+      for (std::size_t member = head; member < head + count && aged; ++member)
+        aged = old_enough(pages_.free_since_epoch(member));
+      if (!aged) continue;
+    }
+    const std::uintptr_t address = pages_.page_address(head);
     if (!pass.synchronized) {
       if (address >= busy_start && address < busy_end) continue;
-      if (!make_range_idle(address)) {
+      if (!make_chunk_idle(head)) {
         if (std::optional<free_range> busy = index_.containing(address)) {
           busy_start = busy->address;
           busy_end = busy->address + busy->size_bytes;
@@ -80,17 +94,18 @@ void vmm_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_ca
         continue;
       }
     }
+    const std::size_t bytes = count * pages_.page_bytes();
     const std::int64_t start = now_ns();
-    if (backend_.unmap(device_, address, pages_.page_bytes()) != backend::status::ok) {
-      ++failed_unmaps;  // the page stays mapped and cached; a later pass tries again
+    if (backend_.unmap(device_, address, bytes) != backend::status::ok) {
+      ++failed_unmaps;  // the chunk stays mapped and cached; a later pass tries again
       continue;
     }
     counters_.unmap_ns += now_ns() - start;
     ++counters_.unmap;
-    notify_segment_event(device_, segment_event_kind::unmap, address, pages_.page_bytes());
-    release_handle(pages_.set_unmapped(page));
-    *mapped_cached -= std::min(*mapped_cached, pages_.page_bytes());
-    ++*unmapped_pages;
+    notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
+    release_handle(pages_.set_unmapped(head));
+    *mapped_cached -= std::min(*mapped_cached, bytes);
+    *unmapped_pages += count;
   }
   if (failed_unmaps > 0 && log_enabled(log_level::warn)) {
     try {

@@ -14,8 +14,10 @@
 namespace fragless::core {
 namespace {
 
-// How many cached pages an allocation inspects before creating a new one instead.
-constexpr int kMoveCandidates = 8;
+// How many cached free chunks an allocation inspects before creating a new one instead
+// (with chunks a candidate often does not fit: at a fraction of 1/16, 8 left pangu_2.6B at
+// 1.166x the ideal and an unbounded search at 1.093x; at 1/256, 64 and unbounded both 1.022x).
+constexpr int kMoveCandidates = 64;
 
 }  // namespace
 
@@ -51,7 +53,8 @@ constexpr int kMoveCandidates = 8;
 // Note [Page moves]
 // A block that needs a page where none is mapped either gets a new physical page
 // (cuMemCreate + cuMemMap) or takes an idle cached free page from elsewhere
-// (Note [Page cache]; cuMemUnmap + cuMemMap, no new memory). Moving keeps reserved memory at the peak
+// (Note [Page cache]; cuMemUnmap + cuMemMap, no new memory; a run of missing pages is
+// served at once, by whole chunks: Note [Physical chunks]). Moving keeps reserved memory at the peak
 // of pages live blocks touch at once, the lowest there is, but a loop whose blocks touch,
 // over one step, more distinct pages than at its peak then moves pages every step; creating
 // lets reserved memory settle at the pages the step touches over time, after which a
@@ -143,56 +146,125 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
   return backend::status::ok;
 }
 
+// Note [Physical chunks]
+// A page the pool lacks is not created on its own: the run of consecutive missing pages a
+// block needs is backed by one physical allocation, a chunk (cuMemCreate of the run, one
+// cuMemMap, one access change), where page by page it took three calls per 2 MiB. CUDA
+// maps and unmaps an allocation only whole, so a chunk is the unit of mapping, moving and
+// releasing: it is moved or released only when no page of it has live bytes, and a page
+// move takes a whole idle free chunk. The rule:
+//  - a chunk covers only pages the block fills whole: a missing page the block shares with
+//    its neighbours' address space (its first or last) is a chunk of one page, so that
+//    when the block goes its chunk is wholly free, to be moved or released;
+//  - a chunk is never larger than the run the block needs nor, for a created chunk, than
+//    physical_chunk_fraction of reserved memory at that moment (at least one page); whether
+//    a run is created or moved is decided once for the run (Note [Page moves]) -- so a
+//    small program keeps page granularity and a large one gets large chunks, the geometric
+//    growth of PyTorch's segment sizes; physical_chunk_fraction 0 restores one page per
+//    allocation;
+//  - a moved chunk is one whose pages are all free and idle; it fits the missing run, or
+//    lands at the run's start with its surplus on the unmapped pages after it (reserved
+//    memory does not change in a move; the surplus pages are cached free pages there).
+// Cost and bound: a created chunk maps only pages a live block touches at that moment, so
+// creating never adds free memory. Its pages later stay mapped as long as one of them has
+// live bytes: the free pages held that way in one chunk are fewer than
+// physical_chunk_fraction x the reserved memory when it was made, and compaction releases
+// a chunk as soon as all its pages are free and idle.
+// The fraction is 0 by default: pinned free pages cannot be moved where a block needs one,
+// and at 1/256 pangu_13B.csv rose from 1.012x to 1.038x the ideal (docs/compaction.md has
+// the figures per fraction).
 backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t size_bytes,
                                               bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
-  for (std::size_t page = first; page < end; ++page) {
-    if (pages_.is_mapped(page)) continue;
+  for (std::size_t page = first; page < end;) {
+    if (pages_.is_mapped(page)) {
+      ++page;
+      continue;
+    }
+    std::size_t run_end = page + 1;
+    while (run_end < end && !pages_.is_mapped(run_end)) ++run_end;
+    // Note [Physical chunks]: a page the block covers only in part is a chunk of its own.
+    const bool partial = pages_.page_address(page) < address ||
+                         pages_.page_address(page) + pages_.page_bytes() > address + size_bytes;
+    if (partial) run_end = page + 1;
+    else
+      while (run_end > page + 1 && pages_.page_address(run_end - 1) + pages_.page_bytes() > address + size_bytes)
+        --run_end;
     backend::physical_handle handle = 0;
-    backend::status taken = take_page(first, end, move_first, &handle);
+    std::size_t chunk_pages = 0;
+    backend::status taken = take_chunk(page, run_end - page, first, end, move_first, &handle, &chunk_pages);
     if (taken != backend::status::ok) return taken;
-    backend::status mapped = map_page(page, handle);
+    backend::status mapped = map_chunk(page, chunk_pages, handle);
     if (mapped != backend::status::ok) {
-      // The handle is in no page's hands now: give it back. Pages mapped earlier in this
+      // The handle is in no page's hands now: give it back. Chunks mapped earlier in this
       // call stay mapped as cached free pages, so the pool stays consistent.
       release_handle(handle);
       return mapped;
     }
+    page += chunk_pages;
   }
   return backend::status::ok;
 }
 
-// Note [Page moves]
-backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
-                                      backend::physical_handle* handle) noexcept {
+// Note [Physical chunks]: the pages a created chunk may have.
+std::size_t vmm_pool::chunk_cap_pages() const noexcept {
+  const double fraction = settings_.conf.physical_chunk_fraction;
+  if (fraction <= 0.0) return 1;
+  const auto pages = static_cast<std::size_t>(static_cast<double>(reserved_bytes()) * fraction /
+                                              static_cast<double>(pages_.page_bytes()));
+  return std::max<std::size_t>(1, pages);
+}
+
+// Note [Page moves], Note [Physical chunks]
+backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                                       bool move_first, backend::physical_handle* handle,
+                                       std::size_t* chunk_pages) noexcept {
   backend::status created = backend::status::out_of_memory;
   // Note [Move budget]: past the allowance, a move must also be paid for by pages created.
   const bool within_allowance = !settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages();
   const bool over_budget = !move_first && !within_allowance && !move_within_budget();
   const bool create_first = !move_first && (within_allowance || over_budget);
-  if (create_first) make_room_for_growth(pages_.page_bytes());  // Note [Growth]
-  const bool may_grow = reserved_bytes() + pages_.page_bytes() <= reserved_limit_bytes_;
-  if (create_first && may_grow) {
-    created = backend_.create_physical(device_, pages_.page_bytes(), handle);
+  const std::size_t create_pages = std::min(run_pages, chunk_cap_pages());
+  if (create_first) make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
+  if (create_first) {
+    created = create_physical_chunk(create_pages, handle, chunk_pages);
     if (created == backend::status::ok) {
-      ++counters_.device_alloc;
-      ++pages_created_;  // Note [Move budget]
-      if (over_budget) ++pages_created_over_budget_;
+      if (over_budget) pages_created_over_budget_ += static_cast<std::int64_t>(*chunk_pages);
       return created;
     }
-    // The device refused: a move is the only way left.
   }
-  if (take_cached_page(first, end, handle)) return backend::status::ok;
-  if (create_first || !may_grow) return created;  // no second create after a refusal
-  make_room_for_growth(pages_.page_bytes());  // Note [Growth]
-  if (reserved_bytes() + pages_.page_bytes() > reserved_limit_bytes_) return created;
-  created = backend_.create_physical(device_, pages_.page_bytes(), handle);
-  if (created == backend::status::ok) {
-    ++counters_.device_alloc;
-    ++pages_created_;  // Note [Move budget]
+  // The device refused (or the limit did): a move is the only way left.
+  if (take_cached_chunk(at, run_pages, first, end, handle, chunk_pages)) return backend::status::ok;
+  if (create_first) return created;  // no second create after a refusal
+  make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
+  return create_physical_chunk(create_pages, handle, chunk_pages);
+}
+
+backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
+                                      backend::physical_handle* handle) noexcept {
+  std::size_t pages = 0;
+  return take_chunk(SIZE_MAX, 1, first, end, move_first, handle, &pages);
+}
+
+// Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit, one
+// if the device refuses more).
+backend::status vmm_pool::create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
+                                                  std::size_t* chunk_pages) noexcept {
+  const std::size_t page_bytes = pages_.page_bytes();
+  const std::size_t reserved = reserved_bytes();
+  if (reserved + page_bytes > reserved_limit_bytes_) return backend::status::out_of_memory;
+  pages = std::min(pages, (reserved_limit_bytes_ - reserved) / page_bytes);
+  backend::status created = backend_.create_physical(device_, pages * page_bytes, handle);
+  if (created == backend::status::out_of_memory && pages > 1) {
+    pages = 1;
+    created = backend_.create_physical(device_, page_bytes, handle);
   }
-  return created;
+  if (created != backend::status::ok) return created;
+  ++counters_.device_alloc;
+  pages_created_ += static_cast<std::int64_t>(pages);  // Note [Move budget]
+  *chunk_pages = pages;
+  return backend::status::ok;
 }
 
 // Note [Page moves]: how many pages may be mapped before a missing page is moved rather
@@ -205,47 +277,84 @@ std::size_t vmm_pool::growth_allowance_pages() const noexcept {
   return std::max(pages_.touched_high_water_pages(), allowed_pages);
 }
 
-// Moves a cached free page (outside [first, end)) whose past users are all done.
-bool vmm_pool::take_cached_page(std::size_t first, std::size_t end, backend::physical_handle* handle) noexcept {
+// Is every free range over the chunk at `head` one no stream can still touch?
+bool vmm_pool::make_chunk_idle(std::size_t head) noexcept {
+  const std::size_t count = pages_.chunk_pages(head);
+  std::uintptr_t checked_end = 0;
+  for (std::size_t page = head; page < head + count; ++page) {
+    const std::uintptr_t address = pages_.page_address(page);
+    if (address < checked_end) continue;
+    if (!make_range_idle(address)) return false;
+    std::optional<free_range> range = index_.containing(address);
+    checked_end = range ? range->address + range->size_bytes : address + 1;
+  }
+  return true;
+}
+
+// Moves a whole cached free chunk whose past users are all done to page `at`: one of at
+// most `run_pages` pages, or a larger one whose surplus lands on unmapped pages after the
+// run (Note [Physical chunks]). Never one overlapping pages [first, end) or the plan's.
+bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
+                                   backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
   // A loop plan's pages stay where the plan needs them every step (Note [Loop plans]).
   const std::size_t plan_first = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.first_page(plan_base_);
   const std::size_t plan_end = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.end_page(plan_base_, plan_range_bytes_);
+  // Unmapped pages from `at` on, for a chunk larger than the run (counted when needed).
+  std::size_t room_pages = run_pages;
+  bool room_counted = at == SIZE_MAX;
   // Highest addresses first: blocks drift towards the start of the range.
-  for (auto at = cached.rbegin(); at != cached.rend() && inspected < kMoveCandidates; ++at) {
-    const std::size_t page = *at;
-    if (page >= first && page < end) continue;
-    if (page >= plan_first && page < plan_end) {
+  for (auto candidate = cached.rbegin(); candidate != cached.rend() && inspected < kMoveCandidates;) {
+    const std::size_t head = pages_.chunk_head(*candidate);
+    const std::size_t count = pages_.chunk_pages(head);
+    // The next candidate: the highest cached page below this chunk.
+    auto below = std::make_reverse_iterator(cached.lower_bound(head));
+    if (head < plan_end && head + count > plan_first) {
       // Skip the plan's pages at once: go on from the highest page below them.
-      auto below = std::make_reverse_iterator(cached.lower_bound(plan_first));
-      if (below == cached.rend()) break;
-      at = std::prev(below);  // the loop's ++at lands on *below
+      candidate = std::make_reverse_iterator(cached.lower_bound(std::min(head, plan_first)));
       continue;
     }
+    candidate = below;
+    if (head < end && head + count > first) continue;
     ++inspected;
-    if (!make_range_idle(pages_.page_address(page))) continue;
+    if (count > run_pages) {
+      if (!room_counted) {
+        room_counted = true;
+        const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages() + run_pages);
+        while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
+               !(at + room_pages >= plan_first && at + room_pages < plan_end))
+          ++room_pages;
+      }
+      if (count > room_pages) continue;
+    }
+    if (!pages_.chunk_free(head) || !make_chunk_idle(head)) continue;
+    const std::uintptr_t address = pages_.page_address(head);
+    const std::size_t bytes = count * pages_.page_bytes();
     const std::int64_t start = now_ns();
-    if (backend_.unmap(device_, pages_.page_address(page), pages_.page_bytes()) != backend::status::ok) continue;
+    if (backend_.unmap(device_, address, bytes) != backend::status::ok) continue;
     counters_.unmap_ns += now_ns() - start;
     ++counters_.unmap;
-    ++counters_.page_moves;
-    notify_segment_event(device_, segment_event_kind::unmap, pages_.page_address(page), pages_.page_bytes());
-    *handle = pages_.set_unmapped(page);
+    counters_.page_moves += static_cast<std::int64_t>(count);
+    notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
+    *handle = pages_.set_unmapped(head);
+    *chunk_pages = count;
     return true;
   }
   return false;
 }
 
-backend::status vmm_pool::map_page(std::size_t page, backend::physical_handle handle) noexcept {
+backend::status vmm_pool::map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept {
+  const std::uintptr_t address = pages_.page_address(first);
+  const std::size_t bytes = count * pages_.page_bytes();
   const std::int64_t start = now_ns();
-  backend::status result = backend_.map(device_, pages_.page_address(page), pages_.page_bytes(), handle);
+  backend::status result = backend_.map(device_, address, bytes, handle);
   counters_.map_ns += now_ns() - start;
   if (result != backend::status::ok) return result;
   ++counters_.map;
-  pages_.set_mapped(page, handle);
+  pages_.set_mapped(first, count, handle);
   note_growth();  // Note [Growth]
-  notify_segment_event(device_, segment_event_kind::map, pages_.page_address(page), pages_.page_bytes());
+  notify_segment_event(device_, segment_event_kind::map, address, bytes);
   return backend::status::ok;
 }
 

@@ -30,9 +30,13 @@ std::vector<large_pool::shared_piece> vmm_pool::shared_pieces(std::uintptr_t add
   }
   // Pages of the shared range.
   if (address < range_base_ || end > range_base_ + range_bytes_) return pieces;
-  for (std::size_t page = pages_.first_page(address); page < pages_.end_page(address, bytes); ++page) {
+  // Whole chunks (Note [Physical chunks]): the first may start before the block.
+  for (std::size_t page = pages_.first_page(address); page < pages_.end_page(address, bytes);) {
     if (!pages_.is_mapped(page)) return {};
-    pieces.push_back(shared_piece{pages_.page_address(page), pages_.page_bytes(), pages_.handle(page)});
+    const std::size_t head = pages_.chunk_head(page);
+    const std::size_t count = pages_.chunk_pages(head);
+    pieces.push_back(shared_piece{pages_.page_address(head), count * pages_.page_bytes(), pages_.handle(head)});
+    page = head + count;
   }
   return pieces;
 }

@@ -162,7 +162,10 @@ TEST_CASE("live data survives compaction, page moves and stitching under multi-s
 
 TEST_CASE("after compact() reserved is the pages live blocks touch plus at most the kept pages", "[compaction]") {
   reset_simcuda();
-  auto instance = make_simcuda_allocator(core::cache_settings{});
+  // Page granularity: with physical chunks a partly live chunk stays (chunks_test.cpp).
+  core::cache_settings settings;
+  settings.conf.physical_chunk_fraction = 0.0;
+  auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::mt19937_64 random(11);
   std::vector<std::pair<void*, std::size_t>> live;
@@ -217,7 +220,9 @@ void replay_with_compaction(const std::string& name) {
     return a.time != b.time ? a.time < b.time : (!a.allocate && b.allocate);  // frees first
   });
   reset_simcuda();
-  auto instance = make_simcuda_allocator(core::cache_settings{});
+  core::cache_settings settings;
+  settings.conf.physical_chunk_fraction = 0.0;  // page granularity, as above
+  auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::map<std::uint64_t, void*> live;
   int checks = 0;

@@ -1,0 +1,247 @@
+// Physical chunks (Note [Physical chunks] in allocator/core/vmm_pool_pages.cpp), as
+// properties over random seeds on simcuda:
+//  - the physical allocations under live blocks partition their pages: every block is
+//    covered, in address order, by whole chunks; two blocks' chunks are the same or
+//    disjoint; no chunk is larger than physical_chunk_fraction of the peak reserved memory
+//    (one page at least); live blocks never overlap and their data survives moves and
+//    compaction; the race oracle stays at zero;
+//  - after release_cache(0) reserved memory is exactly the chunks live blocks touch (a chunk
+//    with no live page is always given back whole);
+//  - a run of missing pages is one create and one map, so growing to many pages takes far
+//    fewer device calls than one page at a time, and physical_chunk_fraction 0 restores one
+//    page per allocation.
+#include <catch2/catch.hpp>
+
+#include <simcuda/control.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "consistency.hpp"
+#include "simcuda_support.hpp"
+
+using namespace fragless;
+using namespace fragless::testing;
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kPage = 2 * kMiB;
+
+struct block {
+  void* address;
+  std::size_t size_bytes;
+  std::uint64_t seed;
+};
+
+// Checks the chunk partition under the live blocks; returns base -> bytes of every chunk a
+// live block touches.
+std::map<std::uintptr_t, std::size_t> check_chunks(core::device_cache& cache, const std::vector<block>& live,
+                                                   std::size_t chunk_cap_bytes) {
+  std::map<std::uintptr_t, std::size_t> chunks;
+  std::map<std::uintptr_t, std::size_t> blocks;
+  for (const block& b : live) {
+    const auto address = reinterpret_cast<std::uintptr_t>(b.address);
+    blocks.emplace(address, b.size_bytes);
+    const auto pieces = cache.shared_pieces(address, b.size_bytes);
+    REQUIRE(!pieces.empty());
+    CHECK(pieces.front().base <= address);
+    CHECK(pieces.back().base + pieces.back().bytes >= address + b.size_bytes);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const auto& piece = pieces[i];
+      CHECK(piece.bytes % kPage == 0);
+      CHECK(piece.bytes <= chunk_cap_bytes);
+      if (i > 0) CHECK(pieces[i - 1].base + pieces[i - 1].bytes == piece.base);  // contiguous
+      auto [at, inserted] = chunks.emplace(piece.base, piece.bytes);
+      if (!inserted) CHECK(at->second == piece.bytes);  // the same chunk seen from two blocks
+    }
+  }
+  // Distinct chunks never overlap, nor do live blocks.
+  for (auto at = chunks.begin(); at != chunks.end() && std::next(at) != chunks.end(); ++at)
+    CHECK(at->first + at->second <= std::next(at)->first);
+  for (auto at = blocks.begin(); at != blocks.end() && std::next(at) != blocks.end(); ++at)
+    CHECK(at->first + at->second <= std::next(at)->first);
+  return chunks;
+}
+
+}  // namespace
+
+TEST_CASE("physical chunks: partition, bound, data intact, whole release", "[chunks]") {
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    INFO("seed " << seed);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.conf.physical_chunk_fraction = 0.125;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    REQUIRE(cache.uses_vmm());
+    void* streams[2] = {create_stream(), create_stream()};
+    std::mt19937_64 random(seed);
+    std::vector<block> live;
+    std::uint64_t pattern = seed * 100000;
+    for (int op = 0; op < 600; ++op) {
+      if (live.empty() || random() % 5 < 3) {
+        // Sizes from 1 MiB to 96 MiB, log-uniform-ish: many pages missing at once.
+        const std::size_t bytes = (std::size_t{1} << (20 + random() % 7)) + (random() % 64) * 512 * 1024;
+        void* stream = streams[random() % 2];
+        void* address = instance->allocate(bytes, 0, stream);
+        REQUIRE(address != nullptr);
+        fill_pattern(address, bytes, ++pattern);
+        live.push_back({address, bytes, pattern});
+      } else {
+        const std::size_t index = random() % live.size();
+        CHECK(check_pattern(live[index].address, live[index].size_bytes, live[index].seed));
+        instance->deallocate(live[index].address);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(index));
+      }
+      if (op % 50 == 49) {
+        const device_stats stats = cache.stats();
+        const auto cap = std::max<std::size_t>(
+            kPage, static_cast<std::size_t>(static_cast<double>(stats.reserved_bytes[pool_all].peak) * 0.125) / kPage * kPage);
+        check_chunks(cache, live, cap);
+        check_consistency(cache.snapshot(), stats);
+      }
+      if (op % 200 == 199) {
+        // Everything no live block's chunk touches goes back; the chunks under live blocks
+        // stay whole.
+        cache.release_cache(0);
+        const device_stats stats = cache.stats();
+        const auto cap = std::max<std::size_t>(
+            kPage, static_cast<std::size_t>(static_cast<double>(stats.reserved_bytes[pool_all].peak) * 0.125) / kPage * kPage);
+        std::size_t chunk_bytes = 0;
+        for (const auto& [base, bytes] : check_chunks(cache, live, cap)) chunk_bytes += bytes;
+        CHECK(static_cast<std::size_t>(stats.reserved_bytes[pool_all].current) == chunk_bytes);
+      }
+    }
+    for (const block& b : live) {
+      CHECK(check_pattern(b.address, b.size_bytes, b.seed));
+      instance->deallocate(b.address);
+    }
+    cache.release_cache(0);
+    CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+    for (void* stream : streams) {
+      instance->device(0).retire_stream(stream);
+      destroy_stream(stream);
+    }
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+  }
+}
+
+TEST_CASE("physical chunks: a run of missing pages is one create and one map", "[chunks]") {
+  auto grow = [](double fraction) {
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.conf.physical_chunk_fraction = fraction;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    std::vector<void*> blocks;
+    // 64 blocks of 32 MiB (16 pages each): 2 GiB, held at once.
+    for (int i = 0; i < 64; ++i) blocks.push_back(instance->allocate(32 * kMiB, 0, nullptr));
+    const device_stats stats = cache.stats();
+    for (void* b : blocks) instance->deallocate(b);
+    return stats;
+  };
+  const device_stats paged = grow(0.0);
+  CHECK(paged.num_device_alloc == 1024);  // one per 2 MiB page
+  CHECK(paged.num_map == 1024);
+  const device_stats chunked = grow(0.0625);
+  CHECK(chunked.reserved_bytes[pool_all].peak == paged.reserved_bytes[pool_all].peak);
+  // Each block's 16 pages come as chunks of at most 1/16 of reserved memory: pages one at a
+  // time until 32 MiB are reserved, growing chunks until 512 MiB are, then the whole run
+  // of each block: 124 chunks, as the rule computes by hand.
+  INFO("creates " << chunked.num_device_alloc << " maps " << chunked.num_map);
+  CHECK(chunked.num_device_alloc == chunked.num_map);
+  CHECK(chunked.num_device_alloc == 124);
+}
+
+namespace {
+
+// A chunk workload: growth past the cap, frees that leave partly live chunks, moves (past
+// the allowance), a release, more growth.
+void chunk_workload(core::allocator& instance, void* stream_a, void* stream_b, int* errors) {
+  std::vector<void*> live;
+  auto try_allocate = [&](std::size_t bytes, void* stream) {
+    try {
+      live.push_back(instance.allocate(bytes, 0, stream));
+    } catch (const error&) {
+      ++*errors;
+    }
+  };
+  for (std::size_t mib : {9, 33, 17, 65, 5, 40}) try_allocate(mib * kMiB, stream_a);
+  if (live.size() > 3) {
+    instance.deallocate(live[1]);
+    instance.deallocate(live[3]);
+    live.erase(live.begin() + 3);
+    live.erase(live.begin() + 1);
+  }
+  for (std::size_t mib : {20, 3, 48}) try_allocate(mib * kMiB, stream_b);
+  simcuda_complete_all();
+  try {
+    instance.device(0).release_cache(0);
+  } catch (const error&) {
+    ++*errors;
+  }
+  try_allocate(70 * kMiB, stream_a);
+  for (void* block : live) instance.deallocate(block);
+}
+
+}  // namespace
+
+TEST_CASE("physical chunks: every VMM call failing once leaves no leak and consistent stats", "[chunks][faults]") {
+  const char* const functions[] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"};
+  core::cache_settings settings;
+  settings.conf.physical_chunk_fraction = 0.125;
+  int exercised = 0;
+  for (const char* function : functions) {
+    reset_simcuda();
+    REQUIRE(simcuda_set_capacity(0, std::uint64_t{512} << 20) == 0);
+    std::uint64_t count = 0;
+    {
+      void* stream_a = create_stream(0);
+      void* stream_b = create_stream(0);
+      simcuda_reset_counters();
+      auto instance = make_simcuda_allocator(settings);
+      int errors = 0;
+      chunk_workload(*instance, stream_a, stream_b, &errors);
+      CHECK(errors == 0);
+      count = simcuda_call_count(function);
+      destroy_stream(stream_a);
+      destroy_stream(stream_b);
+    }
+    exercised += count > 0;
+    for (std::uint64_t nth = 1; nth <= count; ++nth) {
+      for (int code : {2, 999}) {  // out of memory, unknown
+        INFO(function << " call " << nth << " of " << count << " fails with " << code);
+        reset_simcuda();
+        REQUIRE(simcuda_set_capacity(0, std::uint64_t{512} << 20) == 0);
+        void* stream_a = create_stream(0);
+        void* stream_b = create_stream(0);
+        const std::uint64_t used_before = simcuda_used_bytes(0);
+        {
+          auto instance = make_simcuda_allocator(settings);
+          instance->device(0);
+          REQUIRE(simcuda_fail(function, nth, code, SIMCUDA_FAIL_ONCE) == 0);
+          int errors = 0;
+          chunk_workload(*instance, stream_a, stream_b, &errors);
+          simcuda_clear_faults();
+          simcuda_complete_all();
+          core::device_cache& cache = instance->device(0);
+          check_consistency(cache.snapshot(), cache.stats());
+          cache.release_cache(0);
+          check_consistency(cache.snapshot(), cache.stats());
+          CHECK(cache.stats().allocated_bytes[pool_all].current == 0);
+          CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+        }
+        CHECK(simcuda_used_bytes(0) == used_before);
+        INFO(race_report());
+        CHECK(simcuda_race_count() == 0);
+        destroy_stream(stream_a);
+        destroy_stream(stream_b);
+      }
+    }
+  }
+  CHECK(exercised == 5);
+}
