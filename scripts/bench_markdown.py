@@ -22,6 +22,15 @@ REPLAYED = ["fragless", "pytorch", "pytorch-expandable"]
 STEADY = ["fragless", "fragless[noplan]", "fragless[moves]", "fragless[steady]", "pytorch", "pytorch-expandable"]
 
 
+def in_order(names, present):
+    """`names` that are present, with any other fragless[...] configuration of the run
+    (a --conf NAME=... of the command) after the last fragless one."""
+    known = [name for name in names if name in present]
+    extra = sorted(name for name in present if name.startswith("fragless[") and name not in names)
+    last = max((i for i, name in enumerate(known) if name.startswith("fragless")), default=-1)
+    return known[: last + 1] + extra + known[last + 1 :]
+
+
 def gib(value):
     return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
 
@@ -51,7 +60,7 @@ def main(path):
     _, rows = load_report(path)
     by_trace, order = by_workload(rows)
     present = {row["allocator"] for row in rows}
-    allocators = [name for name in ALLOCATORS if name in present]
+    allocators = in_order(ALLOCATORS, present)
     print("| workload | ideal | " + " | ".join(allocators) + " |")
     print("|---|---:|" + "---:|" * len(allocators))
     logs = {name: [] for name in allocators}
@@ -100,11 +109,12 @@ def calls_table(path):
     _, rows = load_report(path)
     by_trace, order = by_workload(rows)
     present = {row["allocator"] for row in rows}
-    steady = [name for name in STEADY if name in present]
+    steady = in_order(STEADY, present)
     print("| workload | fragless device calls | " + " | ".join(f"{n} calls/step" for n in steady) + " |")
     print("|---|---:|" + "---:|" * len(steady))
     zero = {name: 0 for name in steady}
     counted = {name: 0 for name in steady}
+    totals = {name: 0 for name in steady}
 
     def number(value):
         return "-" if value is None else f"{int(value):,}"
@@ -115,12 +125,14 @@ def calls_table(path):
         values = []
         for name in steady:
             value = cells.get(name, {}).get("steady_calls")
+            totals[name] += cells.get(name, {}).get("device_calls") or 0
             if value is not None:
                 counted[name] += 1
                 zero[name] += value == 0
             values.append(number(value))
         print(f"| {trace.replace('|', '/')} | {number(first)} | " + " | ".join(values) + " |")
     print("| **workloads at 0 calls/step** | | " + " | ".join(f"{zero[n]} of {counted[n]}" for n in steady) + " |")
+    print("| **device calls in the first replay, all workloads** | | " + " | ".join(number(totals[n]) for n in steady) + " |")
 
 
 if __name__ == "__main__":
