@@ -160,11 +160,20 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
   out += "| family | peer | seeds ok | peak/ideal geomean | worst | device calls (first pass) | seeds with calls in the steady pass | host ns/op geomean | est. allocator time, first pass, geomean (us) | est. steady pass, geomean (us) |\n";
   out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [family, f] : figures) {
+    // The peers in peer_order, with any other fragless configuration of the run (a --conf
+    // NAME=... of the command, "fragless[NAME]") right after fragless.
+    std::vector<std::string> peers;
     for (const char* peer : peer_order) {
+      peers.emplace_back(peer);
+      if (std::string(peer) != focus) continue;
+      for (const auto& entry : f.peers)
+        if (entry.first.rfind(std::string(focus) + "[", 0) == 0) peers.push_back(entry.first);
+    }
+    for (const std::string& peer : peers) {
       auto found = f.peers.find(peer);
       if (found == f.peers.end()) continue;
       const peer_figures& p = found->second;
-      const bool packer = std::string(peer) == "ideal-packer";
+      const bool packer = peer == "ideal-packer";
       out += "| " + family + " | " + peer + " | " + of(p.ok, p.seeds) + " | " + fixed(p.ratio.value(), 3) + " | " +
              fixed(p.worst_ratio, 3) + " | " + fixed(p.device_calls, 0) + (packer ? " page maps+unmaps" : "") + " | " +
              (packer ? "-" : std::to_string(p.steady_calling)) + " | " + fixed(p.ns_per_op.value(), 0) + " | " +
