@@ -46,7 +46,17 @@ if grep -v '^CMAKE_IGNORE_PREFIX_PATH' "$build/CMakeCache.txt" | grep -q "/usr/l
 fi
 PATH=${path_without_nvcc%:} cmake --build "$build" -j2 --target fragless
 library=$(ls "$build"/allocator/libfragless.so.*.*)
-ldd "$library" | grep -q "libcudart.so.13 => $wheels/nvidia/cu13/lib/libcudart.so.13"
+# Which libcudart the library itself finds: its RUNPATH, not the caller's LD_LIBRARY_PATH (which
+# outranks a RUNPATH and may name a system CUDA); paths compared resolved, since the work
+# directory may be reached through a symbolic link.
+expected_cudart=$(readlink -f "$wheels/nvidia/cu13/lib/libcudart.so.13")
+found_cudart=$(env -u LD_LIBRARY_PATH ldd "$library" | awk '$1 == "libcudart.so.13" { print $3 }')
+if [ -z "$found_cudart" ] || [ "$(readlink -f "$found_cudart")" != "$expected_cudart" ]; then
+  say "$(basename "$library") does not load the wheels' libcudart ($expected_cudart):"
+  env -u LD_LIBRARY_PATH ldd "$library"
+  readelf -d "$library" | grep -E 'RUNPATH|RPATH|NEEDED' || true
+  exit 1
+fi
 say "ok: $(basename "$library") built with CUDA headers and libcudart from the wheels"
 
 # The CMake package of that build, used with the toolkit still hidden: find_package(fragless)
