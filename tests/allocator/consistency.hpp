@@ -45,4 +45,16 @@ inline void check_consistency(const memory_snapshot& snap, const device_stats& s
         stats.reserved_bytes[pool_small].current + stats.reserved_bytes[pool_large].current);
 }
 
+// The end of a fault or workload test: consistent before and after the cache gives back
+// everything it holds, with nothing allocated or reserved left. `Cache` is a device cache
+// (snapshot(), stats(), release_cache(device)).
+template <typename Cache>
+inline void check_releases_everything(Cache& cache) {
+  check_consistency(cache.snapshot(), cache.stats());
+  cache.release_cache(0);
+  check_consistency(cache.snapshot(), cache.stats());
+  CHECK(cache.stats().allocated_bytes[pool_all].current == 0);
+  CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+}
+
 }  // namespace fragless::testing

@@ -116,12 +116,7 @@ outcome run_with_fault(bool use_vmm, const char* function, std::uint64_t nth, in
     seen = workload(*instance, stream_a, stream_b);
     simcuda_clear_faults();
     simcuda_complete_all();
-    core::device_cache& cache = instance->device(0);
-    check_consistency(cache.snapshot(), cache.stats());
-    cache.release_cache(0);
-    check_consistency(cache.snapshot(), cache.stats());
-    CHECK(cache.stats().allocated_bytes[pool_all].current == 0);
-    CHECK(cache.stats().reserved_bytes[pool_all].current == 0);
+    check_releases_everything(instance->device(0));
     CHECK(simcuda_used_bytes(0) == used_before);
   }
   CHECK(simcuda_used_bytes(0) == used_before);
