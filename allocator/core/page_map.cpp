@@ -53,7 +53,6 @@ void page_map::set_mapped(std::size_t first, std::size_t count, backend::physica
       target.free_since_epoch = epoch_;
     }
   }
-  ++chunk_count_;
 }
 
 backend::physical_handle page_map::set_unmapped(std::size_t head) {
@@ -69,7 +68,6 @@ backend::physical_handle page_map::set_unmapped(std::size_t head) {
     mapped_run_count_ = mapped_run_count_ + mapped_neighbours(index) - 1;
     cached_free_.erase(index);
   }
-  --chunk_count_;
   return pages_[head].handle;
 }
 

@@ -52,8 +52,6 @@ class page_map {
   std::size_t chunk_pages(std::size_t head) const noexcept { return pages_[head].chunk_pages; }
   // No page of the chunk at `head` has live bytes.
   bool chunk_free(std::size_t head) const noexcept;
-  // Mapped chunks (for stats and tests).
-  std::size_t chunk_count() const noexcept { return chunk_count_; }
 
   // Counts [address, address + size_bytes) as live on every page it touches.
   // Precondition: those pages are mapped.
@@ -93,7 +91,6 @@ class page_map {
   std::set<std::size_t> cached_free_;
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;
-  std::size_t chunk_count_ = 0;
   std::uint32_t epoch_ = 0;
   std::size_t live_total_bytes_ = 0;
   std::size_t live_high_water_bytes_ = 0;
