@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "backend/driver_entry_points.hpp"
 #include "simcuda/control.h"
 
 namespace {
@@ -94,16 +95,11 @@ void exercise(const driver_functions& f) {
   constexpr std::size_t page = std::size_t{2} << 20;
   CUdeviceptr range = 0;
   REQUIRE(f.reserve(&range, page, 0, 0, 0) == CUDA_SUCCESS);
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
+  const CUmemAllocationProp prop = fragless::backend::device_allocation_prop(0);
   CUmemGenericAllocationHandle handle{};
   REQUIRE(f.create(&handle, page, &prop, 0) == CUDA_SUCCESS);
   REQUIRE(f.map(range, page, 0, handle, 0) == CUDA_SUCCESS);
-  CUmemAccessDesc access{};
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAccessDesc access = fragless::backend::device_read_write_access(0);
   REQUIRE(f.set_access(range, page, &access, 1) == CUDA_SUCCESS);
   REQUIRE(f.unmap(range, page) == CUDA_SUCCESS);
   REQUIRE(f.release(handle) == CUDA_SUCCESS);
