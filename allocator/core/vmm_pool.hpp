@@ -197,6 +197,9 @@ class vmm_pool final : public large_pool {
   // those created only because the budget refused a move.
   std::int64_t pages_created_ = 0;
   std::int64_t pages_created_over_budget_ = 0;
+  // Note [Move budget]: pages moved by choice where a block lacked them (not a loop plan's
+  // moves, not a moved chunk's surplus).
+  std::int64_t pages_moved_ = 0;
   // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn.
   std::int64_t churn_count() const noexcept { return counters_.page_moves + pages_created_over_budget_; }
 };
