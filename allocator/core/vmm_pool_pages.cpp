@@ -221,7 +221,7 @@ std::size_t vmm_pool::chunk_cap_pages() const noexcept {
   if (fraction <= 0.0) return 1;
   const auto pages = static_cast<std::size_t>(static_cast<double>(reserved_bytes()) * fraction /
                                               static_cast<double>(pages_.page_bytes()));
-  return std::max<std::size_t>(1, pages);
+  return std::max<std::size_t>({1, pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
 }
 
 // Note [Page moves], Note [Physical chunks]
