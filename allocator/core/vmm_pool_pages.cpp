@@ -336,10 +336,10 @@ bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::siz
         room_counted = true;
         // The surplus stays on the side of the plan's edge that `at` is on: a planned
         // block's within the plan's range, an ordinary block's outside it.
-        const bool at_in_plan = at >= plan_first && at < plan_end;
+        const bool at_in_plan = in_plan_range(pages_.page_address(at));
         const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages() + run_pages);
         while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
-               (at + room_pages >= plan_first && at + room_pages < plan_end) == at_in_plan)
+               in_plan_range(pages_.page_address(at + room_pages)) == at_in_plan)
           ++room_pages;
       }
       if (count > room_pages) continue;
