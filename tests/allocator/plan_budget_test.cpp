@@ -7,7 +7,8 @@
 // with 2 MiB pages and 1.37x with physical chunks, where each stays within 1.03x now.
 // A chunk larger than a planned block's run may also land with its surplus on the plan's
 // next pages (Note [Physical chunks]), so the chunked replay follows its plans without
-// growing past them.
+// growing past them. And a churning loop whose layout is a few percent wide is planned
+// rather than left to the move budget (Note [Loop plans], the headroom).
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -69,15 +70,15 @@ replay_result replay(const core::cache_settings& settings, const fragless::trace
   return result;
 }
 
-// Both cases: every request served, plans followed, peak reserved within 1.03x the peak of
-// live bytes, no race.
-void check_planned_replay(const replay_result& result) {
+// Every request served, plans followed, peak reserved within `bound` x the peak of live
+// bytes (1.03 unless said), no race.
+void check_planned_replay(const replay_result& result, double bound = 1.03) {
   CHECK(result.failed == 0);
   CHECK(result.stats.num_loop_plans >= 1);
   const double over_live =
       static_cast<double>(result.peak_reserved_bytes) / static_cast<double>(result.peak_live_bytes);
   INFO("peak reserved / peak live " << over_live);
-  CHECK(over_live <= 1.03);
+  CHECK(over_live <= bound);
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
 }
@@ -109,4 +110,14 @@ TEST_CASE("with physical chunks a loop plan takes the loop's chunks, surplus and
   core::cache_settings chunked;
   chunked.conf.physical_chunk_fraction = 1.0 / 32;
   check_planned_replay(replay(chunked, workload, 4));
+}
+
+// Note [Loop plans]: the headroom weighs a plan against the loop's end state without one.
+// many-streams seed 22 of the corpus churns; its best layout is a few percent wider than
+// its step's peak. At a headroom of 3 % it was refused, the move budget then created the
+// pages the loop kept lacking, and over five passes reserved memory reached 1.33x the peak
+// of live bytes with no plan; at the default (10 %) the plan is followed: 1.057x.
+TEST_CASE("a churning loop whose layout is a few percent wide is planned", "[growth][loop_plans]") {
+  const fragless::traces::trace workload = bench::generate_corpus_workload("many-streams", 22);
+  check_planned_replay(replay(core::cache_settings{}, workload, 5), 1.10);
 }
