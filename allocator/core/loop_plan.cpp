@@ -251,7 +251,8 @@ void loop_plan::look_for_step() {
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
   const std::int64_t build_start_ns = now_ns();
-  const char* rejected = build_plan(previous + 1, newest + 1);
+  const auto churn_pages = static_cast<std::size_t>(log_[newest].page_moves - log_[previous].page_moves);
+  const char* rejected = build_plan(previous + 1, newest + 1, churn_pages * page_bytes_);
   const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     active_ = true;
@@ -275,7 +276,7 @@ void loop_plan::look_for_step() {
                                       ", " + std::to_string(build_ns / 1000) + " us");
 }
 
-const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end) {
+const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes) {
   const std::size_t step_tokens = step_end - step_begin;
   std::vector<std::int64_t> block_of_phase(step_tokens, -1);
   std::vector<step_block> blocks;
@@ -337,7 +338,12 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end) 
     }
   }
   const std::size_t span = lay_out_narrowest(blocks);
-  if (static_cast<double>(span) > static_cast<double>(peak) * (1.0 + headroom_)) return kLayoutTooWide;
+  // Note [Loop plans]: within the headroom, or wider than the step's peak by no more than
+  // the pages the step churned -- what the move budget would create for it instead.
+  const bool within_headroom = static_cast<double>(span) <= static_cast<double>(peak) * (1.0 + headroom_);
+  const bool paid_by_churn = static_cast<double>(span) <= static_cast<double>(peak) * (1.0 + churn_headroom_) &&
+                             span - std::min(span, static_cast<std::size_t>(peak)) <= churn_bytes;
+  if (!within_headroom && !paid_by_churn) return kLayoutTooWide;
   plan_.assign(step_tokens, planned_token{});
   for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].token = log_[step_begin + phase].token;
   for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].offset_bytes = -1;

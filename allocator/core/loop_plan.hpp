@@ -44,16 +44,17 @@ namespace fragless::core {
 //    (earlier start first, longer lifetime first); the narrower layout is taken if its
 //    span is within (1 + loop_plan_headroom) x the step's peak live bytes. A step whose
 //    layout was too wide is remembered and not laid out again (O(blocks^2) work).
-//    The headroom weighs a plan against what the loop costs without one. Such a loop
-//    keeps moving pages, so the move budget (Note [Move budget]) makes it create the
-//    pages it lacks until reserved memory covers every page the step touches over time;
-//    that is where an unplanned churning loop ends up. Measured over five or eight
-//    repetitions of corpus seeds, that end state was 1.09-1.11x the ideal in the
-//    many-stream family and 1.33x on its seed 22, which a plan, once allowed, holds at
-//    1.06x. The headroom was 3 % when moving was unbudgeted and a rejected loop kept its
-//    lowest memory by moving every step; it is 10 % since: many-stream seeds 1.092x ->
-//    1.058x the ideal after five repetitions (40 seeds; 1.106x -> 1.055x after eight on
-//    30 others), no other family and no shared trace changed.
+//    A wider layout is weighed against what the loop costs without a plan: it keeps
+//    moving pages, and the move budget (Note [Move budget]) makes it create what it
+//    lacks instead, until reserved memory covers the pages its step touches over time.
+//    So a layout is also taken if it spans at most (1 + loop_plan_churn_headroom) x the
+//    peak and its excess over the peak is no more than the pages the step churned (moved,
+//    or created past the budget) -- what the budget would create for the loop. Without
+//    that rule, corpus many-stream seeds ended at 1.09x the ideal after five repetitions
+//    (seed 22: 1.33x, where its plan holds 1.06x); with it, 1.058x (40 seeds). A flat
+//    10 % headroom gave the same there, but it also took layouts 8 % wide for loops that
+//    churn a few pages a step, whose budget ends near 1.01x (params-optimizer seed 171:
+//    1.084x against 1.012x).
 //  - Following: events are compared with the plan from the moment it is built, and
 //    placing starts after the event that leaves the step's least live bytes (between two
 //    steps of a training loop, usually nothing of the step is live), so the blocks placed
@@ -104,10 +105,13 @@ class loop_plan {
 
   // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by
   // `headroom_fraction` (the loop_plan_headroom option). Starts disabled.
-  explicit loop_plan(double headroom_fraction) noexcept
-      : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction) {}
+  explicit loop_plan(double headroom_fraction, double churn_headroom_fraction = 0) noexcept
+      : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction),
+        churn_headroom_(churn_headroom_fraction < 0 ? 0 : churn_headroom_fraction) {}
 
   void set_enabled(bool enabled) noexcept;
+  // The pool's page size: churn is counted in pages (Note [Loop plans], the headroom).
+  void set_page_bytes(std::size_t page_bytes) noexcept { page_bytes_ = page_bytes; }
   bool enabled() const noexcept { return enabled_; }
 
   // Hot for planned loops: the offset (from the plan's base) the next allocation gets if it
@@ -149,12 +153,15 @@ class loop_plan {
   // Note [Loop plans]: tries the step that ends at the newest token.
   void look_for_step();
   // nullptr when planned, else why not.
-  const char* build_plan(std::size_t step_begin, std::size_t step_end);
+  // `churn_bytes`: what the step moved (or created past the move budget).
+  const char* build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes);
   void follow(const loop_token& token) noexcept;
 
   bool enabled_ = false;
   bool planning_failed_ = false;  // Note [Move budget]
   const double headroom_;
+  const double churn_headroom_;
+  std::size_t page_bytes_ = 0;
   loop_plan_counters counters_;
   std::uint64_t next_sequence_ = 1;
 

@@ -14,7 +14,7 @@ namespace fragless::core {
 vmm_pool::vmm_pool(backend::backend& device_backend, int device, event_pool& events, const cache_settings& settings)
     : large_pool(device_backend, device, events, settings),
       compaction_age_passes_(settings.compaction_age_passes < 1 ? 1 : settings.compaction_age_passes),
-      plan_(settings.conf.loop_plan_headroom) {}
+      plan_(settings.conf.loop_plan_headroom, settings.conf.loop_plan_churn_headroom) {}
 
 vmm_pool::~vmm_pool() {
   // Teardown: give back whatever is left; live blocks are the program's leak.
@@ -52,6 +52,7 @@ bool vmm_pool::initialize(std::size_t range_bytes, bool* host_memory_failed) noe
   range_base_ = base;
   range_bytes_ = bytes;
   plan_.set_enabled(settings_.conf.loop_plans);  // Note [Loop plans]: VMM mode only
+  plan_.set_page_bytes(pages_.page_bytes());
   return true;
 }
 

@@ -142,6 +142,36 @@ TEST_CASE("a step whose layout needs more than the headroom is not planned", "[l
   CHECK(rejected_seeds > 0);
 }
 
+TEST_CASE("a layout wider than the headroom is followed when the step's churn pays for it", "[loop_plan]") {
+  // Headroom 0, churn headroom 100 %: a layout wider than the step's peak is taken only if
+  // its excess is no more than what the step moved -- here one page a step, of 1 GiB (more
+  // than any excess) or of 512 B (less than any: sizes are multiples of 512 KiB).
+  std::size_t wide_seeds = 0;
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    const step_shape shape = random_step(seed, 80);
+    loop_plan strict(0.0, 0.0);
+    strict.set_enabled(true);
+    drive(strict, shape, 4);
+    if (strict.counters().plans_built != 0) continue;  // laid out at its peak: not a case
+    ++wide_seeds;
+    loop_plan paid(0.0, 1.0);
+    paid.set_enabled(true);
+    paid.set_page_bytes(std::size_t{1} << 30);
+    const drive_result result = drive(paid, shape, 6);
+    CHECK(paid.counters().plans_built == 1);
+    CHECK(result.overlaps == 0);
+    CHECK(result.span_bytes > peak_live_bytes(shape));
+    CHECK(result.span_bytes <= 2 * peak_live_bytes(shape));
+    loop_plan unpaid(0.0, 1.0);
+    unpaid.set_enabled(true);
+    unpaid.set_page_bytes(512);
+    CHECK(drive(unpaid, shape, 6).planned_allocations == 0);
+    CHECK(unpaid.counters().plans_built == 0);
+  }
+  CHECK(wide_seeds > 0);
+}
+
 TEST_CASE("a step that keeps a block past its end is not planned", "[loop_plan]") {
   step_shape shape = random_step(7, 80);
   // Block 5 is never freed: the step is not closed (a parameter, a growing cache).

@@ -8,7 +8,7 @@
 // A chunk larger than a planned block's run may also land with its surplus on the plan's
 // next pages (Note [Physical chunks]), so the chunked replay follows its plans without
 // growing past them. And a churning loop whose layout is a few percent wide is planned
-// rather than left to the move budget (Note [Loop plans], the headroom).
+// rather than left to the move budget (Note [Loop plans], loop_plan_churn_headroom).
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -112,11 +112,11 @@ TEST_CASE("with physical chunks a loop plan takes the loop's chunks, surplus and
   check_planned_replay(replay(chunked, workload, 4));
 }
 
-// Note [Loop plans]: the headroom weighs a plan against the loop's end state without one.
-// many-streams seed 22 of the corpus churns; its best layout is a few percent wider than
-// its step's peak. At a headroom of 3 % it was refused, the move budget then created the
+// Note [Loop plans]: a plan wider than loop_plan_headroom is weighed against what the loop
+// churns without one. many-streams seed 22 of the corpus moves many pages a step; its best
+// layout is a few percent wider than its step's peak. Refused, the move budget created the
 // pages the loop kept lacking, and over five passes reserved memory reached 1.33x the peak
-// of live bytes with no plan; at the default (10 %) the plan is followed: 1.057x.
+// of live bytes with no plan; paid for by its churn, the plan is followed: 1.057x.
 TEST_CASE("a churning loop whose layout is a few percent wide is planned", "[growth][loop_plans]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("many-streams", 22);
   check_planned_replay(replay(core::cache_settings{}, workload, 5), 1.10);
