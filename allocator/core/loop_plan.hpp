@@ -104,7 +104,9 @@ class loop_plan {
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
 
   // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by
-  // `headroom_fraction` (the loop_plan_headroom option). Starts disabled.
+  // `headroom_fraction` (the loop_plan_headroom option), or by up to
+  // `churn_headroom_fraction` (loop_plan_churn_headroom) where the step's churn pays for
+  // the excess. Starts disabled.
   explicit loop_plan(double headroom_fraction, double churn_headroom_fraction = 0) noexcept
       : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction),
         churn_headroom_(churn_headroom_fraction < 0 ? 0 : churn_headroom_fraction) {}
