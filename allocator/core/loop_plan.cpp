@@ -114,7 +114,7 @@ std::optional<std::size_t> loop_plan::planned_offset(std::size_t size_bytes, str
 }
 
 std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
-                                           std::int64_t page_moves) noexcept {
+                                           std::int64_t churn_bytes) noexcept {
   const std::uint64_t sequence = next_sequence_++;
   if (!enabled_) return sequence;
   const loop_token token{size_bytes, 0, stream};
@@ -125,25 +125,25 @@ std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id str
     else follow(token);
     if (active_) return sequence;
   }
-  if (recording(page_moves)) append(logged_token{token, sequence, page_moves});
+  if (recording(churn_bytes)) append(logged_token{token, sequence, churn_bytes});
   return sequence;
 }
 
 // Note [Loop plans]: recording starts at the first page move, and pauses after a whole log
 // without one, so a pool that never moves pages pays nothing for it.
-bool loop_plan::recording(std::int64_t page_moves) noexcept {
-  if (!recording_ && page_moves != moves_when_paused_) recording_ = true;
+bool loop_plan::recording(std::int64_t churn_bytes) noexcept {
+  if (!recording_ && churn_bytes != churn_when_paused_bytes_) recording_ = true;
   return recording_;
 }
 
-void loop_plan::record_release(std::uint64_t sequence, std::int64_t page_moves) noexcept {
+void loop_plan::record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept {
   if (!enabled_) return;
   const loop_token token{0, next_sequence_ - sequence, nullptr};
   if (active_) {
     follow(token);
     if (active_) return;
   }
-  if (recording(page_moves)) append(logged_token{token, sequence, page_moves});
+  if (recording(churn_bytes)) append(logged_token{token, sequence, churn_bytes});
 }
 
 void loop_plan::follow(const loop_token& token) noexcept {
@@ -202,9 +202,9 @@ void loop_plan::append(const logged_token& entry) noexcept {
       planning_failed_ = true;
       // A whole log without a plan: any step may be planned again; and if no page moved
       // meanwhile, recording pauses until one does.
-      if (log_.front().page_moves == entry.page_moves) {
+      if (log_.front().churn_bytes == entry.churn_bytes) {
         recording_ = false;
-        moves_when_paused_ = entry.page_moves;
+        churn_when_paused_bytes_ = entry.churn_bytes;
       }
       clear_log();
       min_step_tokens_ = 2 * kWindowTokens;
@@ -241,7 +241,7 @@ void loop_plan::look_for_step() {
   // The step is (previous, newest]; frees in it may reach one step further back.
   next_build_position_ = newest + step_tokens;
   // Note [Loop plans]: only a loop that keeps moving pages, step after step, is planned.
-  if (log_[newest].page_moves == log_[previous].page_moves) {
+  if (log_[newest].churn_bytes == log_[previous].churn_bytes) {
     moving_steps_ = 0;
     return;
   }
@@ -251,8 +251,8 @@ void loop_plan::look_for_step() {
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
   const std::int64_t build_start_ns = now_ns();
-  const auto churn_pages = static_cast<std::size_t>(log_[newest].page_moves - log_[previous].page_moves);
-  const char* rejected = build_plan(previous + 1, newest + 1, churn_pages * page_bytes_);
+  const auto step_churn_bytes = static_cast<std::size_t>(log_[newest].churn_bytes - log_[previous].churn_bytes);
+  const char* rejected = build_plan(previous + 1, newest + 1, step_churn_bytes);
   const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     active_ = true;

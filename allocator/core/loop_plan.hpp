@@ -112,19 +112,18 @@ class loop_plan {
         churn_headroom_(churn_headroom_fraction < 0 ? 0 : churn_headroom_fraction) {}
 
   void set_enabled(bool enabled) noexcept;
-  // The pool's page size: churn is counted in pages (Note [Loop plans], the headroom).
-  void set_page_bytes(std::size_t page_bytes) noexcept { page_bytes_ = page_bytes; }
   bool enabled() const noexcept { return enabled_; }
 
   // Hot for planned loops: the offset (from the plan's base) the next allocation gets if it
   // is the one the active plan expects; nullopt otherwise.
   std::optional<std::size_t> planned_offset(std::size_t size_bytes, stream_id stream) const noexcept;
   // Records an allocation made in the shared range; `planned`: it was placed at its
-  // planned offset. `page_moves`: the pool's page moves so far. Returns the
-  // allocation's sequence number, which record_release takes back.
+  // planned offset. `churn_bytes`: the pool's churn so far -- pages moved, or created past
+  // the move budget, in bytes. Returns the allocation's sequence number, which
+  // record_release takes back.
   std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
-                                  std::int64_t page_moves) noexcept;
-  void record_release(std::uint64_t sequence, std::int64_t page_moves) noexcept;
+                                  std::int64_t churn_bytes) noexcept;
+  void record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept;
 
   // A plan that reached its first planned event and waits for its address range.
   bool plan_pending() const noexcept { return pending_; }
@@ -147,9 +146,9 @@ class loop_plan {
   struct logged_token {
     loop_token token;
     std::uint64_t sequence;  // allocation: its own; free: the freed block's
-    std::int64_t page_moves;
+    std::int64_t churn_bytes;
   };
-  bool recording(std::int64_t page_moves) noexcept;
+  bool recording(std::int64_t churn_bytes) noexcept;
   void append(const logged_token& entry) noexcept;
   void clear_log() noexcept;
   // Note [Loop plans]: tries the step that ends at the newest token.
@@ -163,13 +162,12 @@ class loop_plan {
   bool planning_failed_ = false;  // Note [Move budget]
   const double headroom_;
   const double churn_headroom_;
-  std::size_t page_bytes_ = 0;
   loop_plan_counters counters_;
   std::uint64_t next_sequence_ = 1;
 
   // Recording
   bool recording_ = false;
-  std::int64_t moves_when_paused_ = 0;
+  std::int64_t churn_when_paused_bytes_ = 0;
   std::vector<logged_token> log_;
   std::uint64_t first_logged_sequence_ = 0;        // sequence of the log's first allocation
   std::vector<std::size_t> allocation_positions_;  // sequence - first -> log position

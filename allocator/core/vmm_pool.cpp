@@ -52,7 +52,6 @@ bool vmm_pool::initialize(std::size_t range_bytes, bool* host_memory_failed) noe
   range_base_ = base;
   range_bytes_ = bytes;
   plan_.set_enabled(settings_.conf.loop_plans);  // Note [Loop plans]: VMM mode only
-  plan_.set_page_bytes(pages_.page_bytes());
   return true;
 }
 
@@ -139,7 +138,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
     if (placed != placed_blocks_.end()) {
       const std::uint64_t sequence = placed->second.sequence;
       placed_blocks_.erase(placed);
-      if (sequence != 0) plan_.record_release(sequence, churn_count());
+      if (sequence != 0) plan_.record_release(sequence, churn_bytes());
       after_plan_event();
     }
   } catch (...) {

@@ -200,8 +200,10 @@ class vmm_pool final : public large_pool {
   // Note [Move budget]: pages moved by choice where a block lacked them (not a loop plan's
   // moves, not a moved chunk's surplus).
   std::int64_t pages_moved_ = 0;
-  // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn.
-  std::int64_t churn_count() const noexcept { return counters_.page_moves + pages_created_over_budget_; }
+  // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn, in bytes.
+  std::int64_t churn_bytes() const noexcept {
+    return (counters_.page_moves + pages_created_over_budget_) * static_cast<std::int64_t>(pages_.page_bytes());
+  }
 };
 
 }  // namespace fragless::core

@@ -47,9 +47,9 @@ struct drive_result {
   std::size_t span_bytes = 0;
 };
 
-// The pool makes `moves_per_step` page moves at the start of each of the first
+// The pool churns `churn_per_step_bytes` at the start of each of the first
 // `moving_steps` steps.
-drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t moves_per_step = 1,
+drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t churn_per_step_bytes = 1,
                    std::size_t moving_steps = SIZE_MAX) {
   drive_result result;
   std::int64_t moves = 0;
@@ -70,7 +70,7 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
         ++result.planned_allocations;
         result.first_planned_step = std::min(result.first_planned_step, step);
       }
-      if (index == 0 && step < moving_steps) moves += moves_per_step;
+      if (index == 0 && step < moving_steps) moves += churn_per_step_bytes;
       sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], offset.has_value(), moves);
       if (plan.plan_pending()) {
         result.span_bytes = plan.plan_span_bytes();
@@ -146,6 +146,7 @@ TEST_CASE("a layout wider than the headroom is followed when the step's churn pa
   // Headroom 0, churn headroom 100 %: a layout wider than the step's peak is taken only if
   // its excess is no more than what the step moved -- here one page a step, of 1 GiB (more
   // than any excess) or of 512 B (less than any: sizes are multiples of 512 KiB).
+  constexpr std::int64_t kGiB = std::int64_t{1} << 30;
   std::size_t wide_seeds = 0;
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
     INFO("seed " << seed);
@@ -157,16 +158,14 @@ TEST_CASE("a layout wider than the headroom is followed when the step's churn pa
     ++wide_seeds;
     loop_plan paid(0.0, 1.0);
     paid.set_enabled(true);
-    paid.set_page_bytes(std::size_t{1} << 30);
-    const drive_result result = drive(paid, shape, 6);
+    const drive_result result = drive(paid, shape, 6, kGiB);
     CHECK(paid.counters().plans_built == 1);
     CHECK(result.overlaps == 0);
     CHECK(result.span_bytes > peak_live_bytes(shape));
     CHECK(result.span_bytes <= 2 * peak_live_bytes(shape));
     loop_plan unpaid(0.0, 1.0);
     unpaid.set_enabled(true);
-    unpaid.set_page_bytes(512);
-    CHECK(drive(unpaid, shape, 6).planned_allocations == 0);
+    CHECK(drive(unpaid, shape, 6, 512).planned_allocations == 0);
     CHECK(unpaid.counters().plans_built == 0);
   }
   CHECK(wide_seeds > 0);
