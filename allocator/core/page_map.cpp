@@ -7,7 +7,7 @@
 namespace fragless::core {
 
 page_map::page_map(std::uintptr_t base, std::size_t page_count, std::size_t page_bytes)
-    : base_(base), page_bytes_(page_bytes), pages_(page_count) {}
+    : base_(base), page_bytes_(page_bytes), pages_(page_count), cached_free_(page_count) {}
 
 template <typename F>
 void page_map::for_each_overlap(std::uintptr_t address, std::size_t size_bytes, F&& f) {

@@ -13,10 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <set>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/page_set.hpp"
 
 namespace fragless::core {
 
@@ -59,7 +59,7 @@ class page_map {
   // Reverse of add_live; pages left with no live bytes join the cached-free set.
   void remove_live(std::uintptr_t address, std::size_t size_bytes);
 
-  const std::set<std::size_t>& cached_free_pages() const noexcept { return cached_free_; }
+  const page_set& cached_free_pages() const noexcept { return cached_free_; }
   // Note [Compaction]: the epoch advances with every automatic pass; a cached page records
   // the epoch in which it last became free.
   std::uint32_t epoch() const noexcept { return epoch_; }
@@ -88,7 +88,7 @@ class page_map {
   std::uintptr_t base_ = 0;
   std::size_t page_bytes_ = 0;
   std::vector<page_state> pages_;
-  std::set<std::size_t> cached_free_;
+  page_set cached_free_;
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;
   std::uint32_t epoch_ = 0;

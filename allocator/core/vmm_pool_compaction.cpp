@@ -59,7 +59,11 @@ void vmm_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_ca
   if (*mapped_cached <= pass.bytes_to_keep || pages_.cached_free_pages().empty()) return;
   std::vector<std::size_t> pages;
   try {
-    pages.assign(pages_.cached_free_pages().rbegin(), pages_.cached_free_pages().rend());
+    const page_set& cached = pages_.cached_free_pages();
+    pages.reserve(cached.size());
+    for (std::size_t page = cached.highest_below(page_set::npos); page != page_set::npos;
+         page = cached.highest_below(page))
+      pages.push_back(page);
   } catch (...) {
     return;
   }

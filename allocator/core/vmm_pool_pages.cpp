@@ -319,17 +319,17 @@ bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::siz
   std::size_t room_pages = run_pages;
   bool room_counted = at == SIZE_MAX;
   // Highest addresses first: blocks drift towards the start of the range.
-  for (auto candidate = cached.rbegin(); candidate != cached.rend() && inspected < kMoveCandidates;) {
-    const std::size_t head = pages_.chunk_head(*candidate);
+  for (std::size_t candidate = cached.highest_below(page_set::npos);
+       candidate != page_set::npos && inspected < kMoveCandidates;) {
+    const std::size_t head = pages_.chunk_head(candidate);
     const std::size_t count = pages_.chunk_pages(head);
-    // The next candidate: the highest cached page below this chunk.
-    auto below = std::make_reverse_iterator(cached.lower_bound(head));
     if (head < plan_end && head + count > plan_first) {
       // Skip the plan's pages at once: go on from the highest page below them.
-      candidate = std::make_reverse_iterator(cached.lower_bound(std::min(head, plan_first)));
+      candidate = cached.highest_below(std::min(head, plan_first));
       continue;
     }
-    candidate = below;
+    // The next candidate: the highest cached page below this chunk.
+    candidate = cached.highest_below(head);
     if (head < end && head + count > first) continue;
     if (count > run_pages) {
       if (!room_counted) {

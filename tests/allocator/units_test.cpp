@@ -1,4 +1,4 @@
-// Unit tests of the CUDA-free building blocks: size classes, free index, page map.
+// Unit tests of the CUDA-free building blocks: size classes, free index, page map, page set.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -7,6 +7,7 @@
 
 #include "core/free_index.hpp"
 #include "core/page_map.hpp"
+#include "core/page_set.hpp"
 #include "core/size_classes.hpp"
 
 using namespace fragless::core;
@@ -126,8 +127,8 @@ TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
   CHECK(pages.live_bytes(2) == 4096);
   CHECK(pages.cached_free_pages().size() == 1);
   pages.remove_live(address, 4096);
-  CHECK(pages.cached_free_pages().count(1) == 1);
-  CHECK(pages.cached_free_pages().count(2) == 0);
+  CHECK(pages.cached_free_pages().contains(1));
+  CHECK_FALSE(pages.cached_free_pages().contains(2));
   CHECK(pages.set_unmapped(4) == 14);
   CHECK(pages.mapped_run_count() == 1);
   pages.set_mapped(3, 13);
@@ -160,5 +161,47 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
     other.merge(set);
     REQUIRE(other.size() == expected.size() + 1);
     REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || expected == std::set<std::uintptr_t>{1}));
+  }
+}
+
+// page_set against std::set, the container it replaced: random inserts and erases over
+// sizes around the word (64) and summary (4096) boundaries, dense and sparse; after each
+// batch, size, membership and the whole descending walk by highest_below must agree, and
+// highest_below from random limits must be the set's predecessor.
+TEST_CASE("page set agrees with std::set on random operations", "[page_set]") {
+  std::mt19937_64 random(20261124);
+  for (std::size_t page_count : {1u, 63u, 64u, 65u, 4095u, 4096u, 4097u, 20000u}) {
+    for (int density : {2, 50, 1000}) {
+      INFO("pages " << page_count << ", 1 in " << density);
+      page_set set(page_count);
+      std::set<std::size_t> oracle;
+      std::uniform_int_distribution<std::size_t> any_page(0, page_count - 1);
+      for (int batch = 0; batch < 8; ++batch) {
+        for (std::size_t operation = 0; operation < page_count * 2 / static_cast<std::size_t>(density) + 3; ++operation) {
+          const std::size_t page = any_page(random);
+          if (random() % 3 != 0) {
+            set.insert(page);
+            oracle.insert(page);
+          } else {
+            set.erase(page);
+            oracle.erase(page);
+          }
+        }
+        REQUIRE(set.size() == oracle.size());
+        REQUIRE(set.empty() == oracle.empty());
+        std::vector<std::size_t> walked;
+        for (std::size_t page = set.highest_below(page_set::npos); page != page_set::npos;
+             page = set.highest_below(page))
+          walked.push_back(page);
+        REQUIRE(walked == std::vector<std::size_t>(oracle.rbegin(), oracle.rend()));
+        for (int probe = 0; probe < 64; ++probe) {
+          const std::size_t limit = random() % (page_count + 2);
+          auto at = oracle.lower_bound(limit);
+          const std::size_t expected = at == oracle.begin() ? page_set::npos : *std::prev(at);
+          REQUIRE(set.highest_below(limit) == expected);
+          if (limit < page_count) REQUIRE(set.contains(limit) == (oracle.count(limit) == 1));
+        }
+      }
+    }
   }
 }

@@ -1,0 +1,31 @@
+// The two-level page bitmap's search (see page_set.hpp).
+#include "core/page_set.hpp"
+
+#include <bit>
+
+namespace fragless::core {
+
+page_set::page_set(std::size_t page_count) : words_((page_count + 63) / 64, 0), summary_((page_count + 4095) / 4096, 0) {}
+
+std::size_t page_set::highest_below(std::size_t limit) const noexcept {
+  if (size_ == 0 || limit == 0) return npos;
+  std::size_t last = limit == npos ? words_.size() * 64 - 1 : limit - 1;  // highest page asked about
+  if (last >= words_.size() * 64) last = words_.size() * 64 - 1;
+  // The word holding `last`, masked to pages <= last.
+  std::size_t word_index = last / 64;
+  const std::uint64_t in_word = words_[word_index] & (~std::uint64_t{0} >> (63 - last % 64));
+  if (in_word != 0) return word_index * 64 + 63 - static_cast<std::size_t>(std::countl_zero(in_word));
+  if (word_index == 0) return npos;
+  // The highest non-zero word below it, through the summary.
+  const std::size_t below = word_index - 1;
+  std::size_t summary_index = below / 64;
+  std::uint64_t in_summary = summary_[summary_index] & (~std::uint64_t{0} >> (63 - below % 64));
+  while (in_summary == 0) {
+    if (summary_index == 0) return npos;
+    in_summary = summary_[--summary_index];
+  }
+  word_index = summary_index * 64 + 63 - static_cast<std::size_t>(std::countl_zero(in_summary));
+  return word_index * 64 + 63 - static_cast<std::size_t>(std::countl_zero(words_[word_index]));
+}
+
+}  // namespace fragless::core
