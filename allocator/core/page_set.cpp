@@ -1,6 +1,7 @@
 // The two-level page bitmap's search (see page_set.hpp).
 #include "core/page_set.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace fragless::core {
@@ -8,9 +9,9 @@ namespace fragless::core {
 page_set::page_set(std::size_t page_count) : words_((page_count + 63) / 64, 0), summary_((page_count + 4095) / 4096, 0) {}
 
 std::size_t page_set::highest_below(std::size_t limit) const noexcept {
-  if (size_ == 0 || limit == 0) return npos;
-  std::size_t last = limit == npos ? words_.size() * 64 - 1 : limit - 1;  // highest page asked about
-  if (last >= words_.size() * 64) last = words_.size() * 64 - 1;
+  const std::size_t bound = std::min(limit, words_.size() * 64);
+  if (size_ == 0 || bound == 0) return npos;
+  const std::size_t last = bound - 1;  // the highest page asked about
   // The word holding `last`, masked to pages <= last.
   std::size_t word_index = last / 64;
   const std::uint64_t in_word = words_[word_index] & (~std::uint64_t{0} >> (63 - last % 64));

@@ -52,7 +52,7 @@ struct drive_result {
 drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t churn_per_step_bytes = 1,
                    std::size_t moving_steps = SIZE_MAX) {
   drive_result result;
-  std::int64_t moves = 0;
+  std::int64_t churn_bytes = 0;
   std::map<std::size_t, std::size_t> planned_live;  // offset -> size
   for (std::size_t step = 0; step < steps; ++step) {
     std::vector<std::uint64_t> sequences(shape.sizes.size());
@@ -70,15 +70,15 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
         ++result.planned_allocations;
         result.first_planned_step = std::min(result.first_planned_step, step);
       }
-      if (index == 0 && step < moving_steps) moves += churn_per_step_bytes;
-      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], offset.has_value(), moves);
+      if (index == 0 && step < moving_steps) churn_bytes += churn_per_step_bytes;
+      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], offset.has_value(), churn_bytes);
       if (plan.plan_pending()) {
         result.span_bytes = plan.plan_span_bytes();
         plan.activate();
       }
       for (std::size_t freed : shape.frees_after[index]) {
         if (offsets[freed] >= 0) planned_live.erase(static_cast<std::size_t>(offsets[freed]));
-        plan.record_release(sequences[freed], moves);
+        plan.record_release(sequences[freed], churn_bytes);
         if (plan.plan_pending()) {
           result.span_bytes = plan.plan_span_bytes();
           plan.activate();
