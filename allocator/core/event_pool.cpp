@@ -1,6 +1,8 @@
 // Pooled events (see event_pool.hpp).
 #include "core/event_pool.hpp"
 
+#include <algorithm>
+
 namespace fragless::core {
 
 backend::event_handle event_pool::acquire() noexcept {
@@ -77,6 +79,13 @@ bool event_pool::retired_work_pending(backend::stream_handle stand_in) noexcept 
   return record != nullptr && retired_state_locked(*record) != backend::status::ok;
 }
 
+void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(standing_waits_, [stream](const auto& entry) {
+    return entry.first.first == stream || entry.first.second == stream;
+  });
+}
+
 backend::stream_handle event_pool::retire(backend::stream_handle stream) noexcept {
   try {
     auto record = std::make_unique<retired_stream>();
@@ -96,26 +105,45 @@ backend::stream_handle event_pool::retire(backend::stream_handle stream) noexcep
   }
 }
 
-backend::status event_pool::order_after(backend::stream_handle waiter, backend::stream_handle source) noexcept {
+backend::status event_pool::order_after(backend::stream_handle waiter, backend::stream_handle source,
+                                        std::uint64_t freed_at_tick, bool* waited) noexcept {
+  if (waited != nullptr) *waited = false;
   retired_stream* retired = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     retired = find_retired_locked(source);
+    if (retired == nullptr && freed_at_tick != stream_set::kUnknownTick) {  // Note [Standing waits]
+      const auto standing = standing_waits_.find({waiter, source});
+      if (standing != standing_waits_.end() && standing->second >= freed_at_tick) return backend::status::ok;
+    }
   }
   if (retired != nullptr) {
     // Note [Retired streams]: wait on the event recorded as the stream was destroyed.
     std::lock_guard<std::mutex> lock(mutex_);
     const backend::status state = retired_state_locked(*retired);
     if (state != backend::status::not_ready) return state;
-    return backend_.stream_wait_event(device_, waiter, retired->event);
+    const backend::status result = backend_.stream_wait_event(device_, waiter, retired->event);
+    if (waited != nullptr) *waited = result == backend::status::ok;
+    return result;
   }
   backend::event_handle event = acquire();
   if (event == nullptr) return backend::status::error;
+  // Every free stamped so far happened before this record (Note [Standing waits]).
+  const std::uint64_t recorded_after_tick = next_tick();
   backend::status result = backend_.record_event(device_, event, source);
   // The wait captures the event's state at call time, so the event may be re-recorded
   // (re-pooled) right after it.
   if (result == backend::status::ok) result = backend_.stream_wait_event(device_, waiter, event);
   release(event);
+  if (result != backend::status::ok) return result;
+  if (waited != nullptr) *waited = true;
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::uint64_t& standing = standing_waits_[{waiter, source}];
+    standing = std::max(standing, recorded_after_tick);
+  } catch (...) {
+    // No host memory to remember the wait: later reuses wait again.
+  }
   return result;
 }
 

@@ -1,6 +1,9 @@
 // A per-device pool of CUDA events, so stream-ordered reuse never creates or destroys
-// events on the normal path. Invariant: every event in the pool is idle (no caller holds
-// it); events are destroyed only by drain() or the destructor.
+// events on the normal path, and the record of the waits already made between streams
+// (Note [Standing waits]). Invariant: every event in the pool is idle (no caller holds
+// it); events are destroyed only by drain() or the destructor; a standing wait of stream
+// T on stream S at tick t means T waited on an event recorded on S after every free with
+// tick <= t, and T and S have not been retired since.
 #pragma once
 
 #include <atomic>
@@ -8,11 +11,26 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/stream_set.hpp"
 
 namespace fragless::core {
+
+// Note [Standing waits]
+// cudaStreamWaitEvent orders all later work of the waiting stream, not just the next
+// kernel. So once stream T waited on an event recorded on stream S, every free made on S
+// before that record is already behind T: reusing its memory on T needs no new event.
+// Frees are stamped with a tick of the device's order clock when they reach the large
+// pool (stream_set keeps, per stream, the latest tick of the frees a range holds); each
+// wait records the clock's tick taken before its event was recorded. A reuse on T of a
+// range S freed into at tick f waits only if T's standing wait on S is older than f.
+// In a repeating step this turns one record and one wait per cross-stream reuse into
+// about one per pair of streams and step. A stream's standing waits (as waiter and as
+// source) are forgotten when it is retired (Note [Retired streams]), since a new stream
+// may then get its handle. Ticks unknown (kUnknownTick) are never covered.
 
 class event_pool {
  public:
@@ -29,8 +47,14 @@ class event_pool {
   // Destroys every pooled event.
   void drain() noexcept;
 
-  // Records an event on `source` and makes `waiter` wait for it (no host blocking).
-  backend::status order_after(backend::stream_handle waiter, backend::stream_handle source) noexcept;
+  // Note [Standing waits]: a tick of the order clock, larger than every earlier one.
+  std::uint64_t next_tick() noexcept { return tick_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Orders `waiter` after the work queued on `source` up to its free at `freed_at_tick`:
+  // nothing when a standing wait covers it, else records an event on `source` and makes
+  // `waiter` wait for it (no host blocking). `*waited` says whether a wait was made.
+  backend::status order_after(backend::stream_handle waiter, backend::stream_handle source,
+                              std::uint64_t freed_at_tick = stream_set::kUnknownTick,
+                              bool* waited = nullptr) noexcept;
   // Records an event on `stream` and asks whether it already completed: ok when all work
   // queued on `stream` so far is done, not_ready when not, error on failure.
   // Both accept a retired stream's stand-in (Note [Retired streams]): its event is waited
@@ -42,6 +66,8 @@ class event_pool {
   // host memory; then nothing was recorded).
   backend::stream_handle retire(backend::stream_handle stream) noexcept;
   bool is_retired(backend::stream_handle stream) noexcept;
+  // Note [Standing waits]: forgets every standing wait of `stream`, as waiter or source.
+  void forget_standing_waits(backend::stream_handle stream) noexcept;
   // For a retired stand-in: false once its work is known to be done (nothing to wait for).
   bool retired_work_pending(backend::stream_handle stand_in) noexcept;
 
@@ -63,6 +89,16 @@ class event_pool {
   // not_ready, or error (nothing was recorded).
   backend::status retired_state_locked(retired_stream& record) noexcept;
   std::atomic<std::int64_t> created_{0};
+  // Note [Standing waits]: the order clock, and (waiter, source) -> the tick taken just
+  // before the event of the latest wait was recorded (under mutex_).
+  std::atomic<std::uint64_t> tick_{0};
+  struct stream_pair_hash {
+    std::size_t operator()(const std::pair<backend::stream_handle, backend::stream_handle>& pair) const noexcept {
+      return std::hash<backend::stream_handle>()(pair.first) * 31 + std::hash<backend::stream_handle>()(pair.second);
+    }
+  };
+  std::unordered_map<std::pair<backend::stream_handle, backend::stream_handle>, std::uint64_t, stream_pair_hash>
+      standing_waits_;
 };
 
 }  // namespace fragless::core

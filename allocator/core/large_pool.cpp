@@ -57,17 +57,21 @@ std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept 
 // into it. Reusing it on one of them alone needs nothing: that stream's order already puts
 // the new work after the old. Reusing it on any other stream makes the new stream wait on
 // an event recorded now on each of those streams (cudaStreamWaitEvent): it covers every
-// kernel queued before the free, and the host never blocks.
+// kernel queued before the free, and the host never blocks. A wait the new stream already
+// made after the free is enough (Note [Standing waits], event_pool.hpp).
 bool large_pool::wait_forbidden(const stream_set& streams, stream_id stream) const noexcept {
   return !settings_.unsafe_skip_stream_waits && backend::capture_underway() && streams.foreign_to(stream);
 }
 
 backend::status large_pool::order_after_streams(const free_range& range, stream_id stream) noexcept {
   if (settings_.unsafe_skip_stream_waits || !range.streams.foreign_to(stream)) return backend::status::ok;
-  for (stream_id other : range.streams.streams()) {
-    if (other == stream) continue;
-    if (events_.order_after(stream, other) == backend::status::ok) {
-      ++counters_.cross_stream_waits;
+  const auto others = range.streams.streams();
+  const auto freed_at_ticks = range.streams.freed_at_ticks();
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    if (others[i] == stream) continue;
+    bool waited = false;
+    if (events_.order_after(stream, others[i], freed_at_ticks[i], &waited) == backend::status::ok) {
+      ++(waited ? counters_.cross_stream_waits : counters_.standing_waits);  // Note [Standing waits]
       continue;
     }
     // The stream may have been destroyed since it freed here (its handle is dead but its
@@ -80,6 +84,12 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
     return backend::status::ok;
   }
   return backend::status::ok;
+}
+
+stream_set large_pool::freed_now(const stream_set& streams) noexcept {
+  stream_set stamped = streams;
+  stamped.stamp(events_.next_tick());
+  return stamped;
 }
 
 bool large_pool::streams_idle(const stream_set& streams) noexcept {

@@ -147,6 +147,8 @@ class large_pool {
   bool wait_forbidden(const stream_set& streams, stream_id stream) const noexcept;
   // Note [Stream reuse]: orders `stream` after every other stream `range` remembers.
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
+  // Note [Standing waits]: `streams` with every stream's free stamped now (release paths).
+  stream_set freed_now(const stream_set& streams) noexcept;
   // Is the free range at `address` one no stream can still touch? Makes it clean (forgets
   // its streams) when every remembered stream is idle now.
   bool make_range_idle(std::uintptr_t address) noexcept;

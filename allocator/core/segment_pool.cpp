@@ -103,7 +103,7 @@ backend::status segment_pool::allocate(std::size_t size_bytes, stream_id stream,
 void segment_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
   try {
     auto segment = std::prev(segments_.upper_bound(address));
-    index_.insert(free_range{address, size_bytes, segment->first, streams});
+    index_.insert(free_range{address, size_bytes, segment->first, freed_now(streams)});
   } catch (...) {
     // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
     // shortage must not corrupt device bookkeeping).

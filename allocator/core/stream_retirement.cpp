@@ -43,6 +43,8 @@ void device_cache::retire_stream(stream_id stream) noexcept {
   if (stream == nullptr) return;  // the legacy stream is never destroyed
   try {
     std::lock_guard<std::mutex> lock(device_mutex_);
+    // Note [Standing waits]: a new stream with this handle has waited on nothing.
+    events_.forget_standing_waits(stream);
     // Does this cache know the stream at all? (Most caches do not: one pass, no event.)
     bool known = false;
     {

@@ -1,5 +1,7 @@
 // A small set of streams: the streams whose queued work may still touch a free range
-// (see Note [Stream reuse] in device_cache_free.cpp). Invariant: sorted, no duplicates.
+// (see Note [Stream reuse] in device_cache_free.cpp), each with the order tick of its
+// latest free into the range (Note [Standing waits], event_pool.hpp).
+// Invariant: sorted by stream, no duplicates; a stream's tick is the largest it was given.
 // Up to kInline streams live inside the object (the common case: one stream), so copying
 // free ranges around the large pool allocates no host memory.
 #pragma once
@@ -7,6 +9,8 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -16,14 +20,23 @@ using stream_id = void*;  // the cudaStream_t value; nullptr is the legacy defau
 
 class stream_set {
  public:
+  // The tick of a free whose time is not known: no standing wait covers it.
+  static constexpr std::uint64_t kUnknownTick = std::numeric_limits<std::uint64_t>::max();
+
   stream_set() = default;
-  explicit stream_set(stream_id stream) : inline_{stream}, size_(1) {}
+  explicit stream_set(stream_id stream, std::uint64_t freed_at_tick = kUnknownTick)
+      : inline_{stream}, inline_ticks_{freed_at_tick}, size_(1) {}
 
   bool empty() const noexcept { return size_ == 0; }
   std::size_t size() const noexcept { return size_; }
   std::span<const stream_id> streams() const noexcept {
     return size_ <= kInline ? std::span<const stream_id>(inline_.data(), size_)
                             : std::span<const stream_id>(overflow_.data(), overflow_.size());
+  }
+  // The tick of each stream's latest free, parallel to streams().
+  std::span<const std::uint64_t> freed_at_ticks() const noexcept {
+    return size_ <= kInline ? std::span<const std::uint64_t>(inline_ticks_.data(), size_)
+                            : std::span<const std::uint64_t>(overflow_ticks_.data(), overflow_ticks_.size());
   }
   bool contains(stream_id stream) const noexcept {
     const auto all = streams();
@@ -33,33 +46,60 @@ class stream_set {
   bool foreign_to(stream_id stream) const noexcept {
     return !(size_ == 0 || (size_ == 1 && inline_[0] == stream));
   }
-  void insert(stream_id stream) {
-    if (contains(stream)) return;
-    if (size_ < kInline) {
-      auto at = std::lower_bound(inline_.begin(), inline_.begin() + size_, stream);
-      std::move_backward(at, inline_.begin() + size_, inline_.begin() + size_ + 1);
-      *at = stream;
-      ++size_;
+  // Adds `stream`; a stream already there keeps the later of the two ticks.
+  void insert(stream_id stream, std::uint64_t freed_at_tick = kUnknownTick) {
+    if (size_ <= kInline) {
+      const auto at = std::lower_bound(inline_.begin(), inline_.begin() + size_, stream) - inline_.begin();
+      if (static_cast<std::size_t>(at) < size_ && inline_[at] == stream) {
+        inline_ticks_[at] = std::max(inline_ticks_[at], freed_at_tick);
+        return;
+      }
+      if (size_ < kInline) {
+        std::move_backward(inline_.begin() + at, inline_.begin() + size_, inline_.begin() + size_ + 1);
+        std::move_backward(inline_ticks_.begin() + at, inline_ticks_.begin() + size_, inline_ticks_.begin() + size_ + 1);
+        inline_[at] = stream;
+        inline_ticks_[at] = freed_at_tick;
+        ++size_;
+        return;
+      }
+      overflow_.assign(inline_.begin(), inline_.end());
+      overflow_ticks_.assign(inline_ticks_.begin(), inline_ticks_.end());
+    }
+    const auto at = std::lower_bound(overflow_.begin(), overflow_.end(), stream) - overflow_.begin();
+    if (static_cast<std::size_t>(at) < overflow_.size() && overflow_[at] == stream) {
+      overflow_ticks_[at] = std::max(overflow_ticks_[at], freed_at_tick);
       return;
     }
-    if (size_ == kInline) overflow_.assign(inline_.begin(), inline_.end());
-    overflow_.insert(std::lower_bound(overflow_.begin(), overflow_.end(), stream), stream);
+    overflow_.reserve(overflow_.size() + 1);  // both grow or neither does
+    overflow_ticks_.reserve(overflow_.size() + 1);
+    overflow_.insert(overflow_.begin() + at, stream);
+    overflow_ticks_.insert(overflow_ticks_.begin() + at, freed_at_tick);
     size_ = overflow_.size();
+  }
+  // Every stream's latest free is now at `freed_at_tick` (the set describes a free made now).
+  void stamp(std::uint64_t freed_at_tick) noexcept {
+    for (std::uint64_t& tick : size_ <= kInline ? std::span<std::uint64_t>(inline_ticks_.data(), size_)
+                                                : std::span<std::uint64_t>(overflow_ticks_))
+      tick = freed_at_tick;
   }
   // Replaces `from` by `to` (Note [Retired streams]); true when `from` was in the set.
   bool rename(stream_id from, stream_id to) {
     if (!contains(from)) return false;
     std::vector<stream_id> all(streams().begin(), streams().end());
+    std::vector<std::uint64_t> ticks(freed_at_ticks().begin(), freed_at_ticks().end());
     clear();
-    for (stream_id stream : all) insert(stream == from ? to : stream);
+    for (std::size_t i = 0; i < all.size(); ++i) insert(all[i] == from ? to : all[i], ticks[i]);
     return true;
   }
   void merge(const stream_set& other) {
-    for (stream_id stream : other.streams()) insert(stream);
+    const auto others = other.streams();
+    const auto ticks = other.freed_at_ticks();
+    for (std::size_t i = 0; i < others.size(); ++i) insert(others[i], ticks[i]);
   }
   void clear() noexcept {
     size_ = 0;
     overflow_.clear();
+    overflow_ticks_.clear();
   }
   bool operator==(const stream_set& other) const noexcept {
     const auto a = streams();
@@ -70,8 +110,10 @@ class stream_set {
  private:
   static constexpr std::size_t kInline = 2;
   std::array<stream_id, kInline> inline_{};
+  std::array<std::uint64_t, kInline> inline_ticks_{};
   std::size_t size_ = 0;
   std::vector<stream_id> overflow_;  // all streams, when more than kInline
+  std::vector<std::uint64_t> overflow_ticks_;
 };
 
 }  // namespace fragless::core

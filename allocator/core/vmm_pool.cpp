@@ -120,7 +120,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
     auto at = dedicated_.find(address);
     if (at != dedicated_.end()) {
       try {
-        at->second.streams = streams;
+        at->second.streams = freed_now(streams);
       } catch (...) {
         return;  // no host memory: the mapping stays unavailable rather than unsafe
       }
@@ -132,7 +132,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
   }
   try {
     const std::uint64_t segment_id = in_plan_range(address) ? kPlanSegmentId : 0;
-    index_.insert(free_range{address, size_bytes, segment_id, streams});
+    index_.insert(free_range{address, size_bytes, segment_id, freed_now(streams)});
     pages_.remove_live(address, size_bytes);
     auto placed = placed_blocks_.find(address);
     if (placed != placed_blocks_.end()) {

@@ -247,3 +247,86 @@ TEST_CASE("without retirement the reuse races (the test can fail)", "[streams][r
   CHECK(reuse_after_destroy(false, 4096) > 0);
   CHECK(reuse_after_destroy(false, std::size_t{3} << 20) > 0);
 }
+
+// Note [Standing waits]: once B waited on A, A's earlier frees are reusable on B with no
+// new wait; a free A makes after that wait needs a new one (else B's kernel races A's).
+TEST_CASE("a standing wait covers earlier frees and only those", "[streams][standing]") {
+  for (bool vmm : {true, false}) {
+    INFO("vmm " << vmm);
+    fixture f(false, vmm);
+    const std::size_t big = 8 << 20;
+    const std::size_t middle = 6 << 20;
+    void* x = f.instance->allocate(big, 0, f.stream_a);
+    void* separator = f.instance->allocate(middle, 0, f.stream_a);
+    void* y = f.instance->allocate(big, 0, f.stream_a);
+    void* tail = f.instance->allocate(big, 0, f.stream_a);
+    for (void* block : {x, y}) {
+      simcuda_launch(f.stream_a, block, big, 1);
+      f.instance->deallocate(block);
+    }
+    const device_stats before = f.cache().stats();
+    void* first = f.instance->allocate(big, 0, f.stream_b);  // X or Y: waits on A
+    simcuda_launch(f.stream_b, first, big, 1);
+    const device_stats after_first = f.cache().stats();
+    CHECK(after_first.num_cross_stream_waits == before.num_cross_stream_waits + 1);
+    void* second = f.instance->allocate(big, 0, f.stream_b);  // the other: freed before that wait
+    simcuda_launch(f.stream_b, second, big, 1);
+    CHECK(((first == x && second == y) || (first == y && second == x)));
+    const device_stats after_second = f.cache().stats();
+    CHECK(after_second.num_cross_stream_waits == after_first.num_cross_stream_waits);
+    CHECK(after_second.num_standing_waits == after_first.num_standing_waits + 1);
+    // A frees after B's wait, with its kernel still pending: B must wait again.
+    simcuda_launch(f.stream_a, separator, middle, 1);
+    f.instance->deallocate(separator);
+    void* third = f.instance->allocate(middle, 0, f.stream_b);
+    CHECK(third == separator);
+    simcuda_launch(f.stream_b, third, middle, 1);
+    CHECK(f.cache().stats().num_cross_stream_waits == after_second.num_cross_stream_waits + 1);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+    for (void* block : {first, second, third, tail}) f.instance->deallocate(block);
+    check_consistency(f.cache().snapshot(), f.cache().stats());
+  }
+}
+
+// A retired stream's standing waits go with it: a new stream with its handle has waited on
+// nothing, so memory A freed before the old stream's wait still needs a wait for it.
+TEST_CASE("a new stream does not inherit a retired stream's standing waits", "[streams][standing][retire]") {
+  fixture f(false);
+  const std::size_t big = 8 << 20;
+  void* x = f.instance->allocate(big, 0, f.stream_a);
+  void* separator = f.instance->allocate(big / 2, 0, f.stream_a);
+  void* y = f.instance->allocate(big, 0, f.stream_a);
+  void* tail = f.instance->allocate(big / 2, 0, f.stream_a);
+  for (void* block : {x, y}) {
+    simcuda_launch(f.stream_a, block, big, 1);
+    f.instance->deallocate(block);
+  }
+  void* dying = create_stream(0);
+  void* first = f.instance->allocate(big, 0, dying);  // waits on A: covers both frees
+  simcuda_launch(dying, first, big, 1);  // still pending as the stream goes
+  f.instance->retire_stream(dying);
+  destroy_stream(dying);
+  std::vector<void*> others;
+  void* same = nullptr;
+  for (int attempt = 0; attempt < 16 && same == nullptr; ++attempt) {
+    void* created = create_stream(0);
+    if (created == dying) same = created;
+    else others.push_back(created);
+  }
+  REQUIRE(same != nullptr);
+  const device_stats before = f.cache().stats();
+  void* again = f.instance->allocate(big, 0, same);  // the other of X and Y: A's kernel pending
+  CHECK(((first == x && again == y) || (first == y && again == x)));
+  simcuda_launch(same, again, big, 1);
+  CHECK(f.cache().stats().num_cross_stream_waits > before.num_cross_stream_waits);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+  f.instance->deallocate(again);
+  simcuda_complete_all();
+  f.instance->retire_stream(same);
+  destroy_stream(same);
+  for (void* other : others) destroy_stream(other);
+  for (void* block : {first, separator, tail}) f.instance->deallocate(block);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+}

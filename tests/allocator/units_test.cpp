@@ -1,6 +1,8 @@
 // Unit tests of the CUDA-free building blocks: size classes, free index, page map, page set.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <vector>
@@ -140,27 +142,65 @@ TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
   CHECK(pages.mapped_bytes() == 3 * page);
 }
 
+// Against a std::map from stream to its latest free tick (Note [Standing waits]): inserts
+// keep the larger tick, merges take each stream's larger tick, renames and stamps keep
+// the set's order.
 TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream_set]") {
+  using fragless::core::stream_set;
   std::mt19937_64 random(7);
-  for (int round = 0; round < 200; ++round) {
-    fragless::core::stream_set set;
-    std::set<std::uintptr_t> expected;
-    const int count = static_cast<int>(random() % 6);
+  const auto check_against = [](const stream_set& set, const std::map<std::uintptr_t, std::uint64_t>& expected) {
+    REQUIRE(set.size() == expected.size());
+    REQUIRE(set.freed_at_ticks().size() == expected.size());
+    std::map<std::uintptr_t, std::uint64_t> got;
+    std::vector<std::uintptr_t> order;
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      const auto value = reinterpret_cast<std::uintptr_t>(set.streams()[i]);
+      order.push_back(value);
+      got[value] = set.freed_at_ticks()[i];
+    }
+    REQUIRE(std::is_sorted(order.begin(), order.end()));
+    REQUIRE(got == expected);
+  };
+  for (int round = 0; round < 400; ++round) {
+    stream_set set;
+    std::map<std::uintptr_t, std::uint64_t> expected;
+    const int count = static_cast<int>(random() % 7);
     for (int i = 0; i < count; ++i) {
       const std::uintptr_t value = 1 + random() % 5;
-      set.insert(reinterpret_cast<void*>(value));
-      expected.insert(value);
+      const std::uint64_t tick = random() % 4 == 0 ? stream_set::kUnknownTick : random() % 100;
+      set.insert(reinterpret_cast<void*>(value), tick);
+      auto [at, fresh] = expected.emplace(value, tick);
+      if (!fresh) at->second = std::max(at->second, tick);
     }
-    REQUIRE(set.size() == expected.size());
-    std::vector<std::uintptr_t> got;
-    for (void* stream : set.streams()) got.push_back(reinterpret_cast<std::uintptr_t>(stream));
-    REQUIRE(got == std::vector<std::uintptr_t>(expected.begin(), expected.end()));
+    check_against(set, expected);
     for (std::uintptr_t value = 0; value < 7; ++value)
       REQUIRE(set.contains(reinterpret_cast<void*>(value)) == (expected.count(value) == 1));
-    fragless::core::stream_set other(reinterpret_cast<void*>(6));
+    REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || (expected.size() == 1 && expected.count(1) == 1)));
+
+    const std::uintptr_t merged_value = 1 + random() % 6;
+    const std::uint64_t merged_tick = random() % 100;
+    stream_set other(reinterpret_cast<void*>(merged_value), merged_tick);
     other.merge(set);
-    REQUIRE(other.size() == expected.size() + 1);
-    REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || expected == std::set<std::uintptr_t>{1}));
+    std::map<std::uintptr_t, std::uint64_t> merged = expected;
+    auto [at, fresh] = merged.emplace(merged_value, merged_tick);
+    if (!fresh) at->second = std::max(at->second, merged_tick);
+    check_against(other, merged);
+
+    const std::uintptr_t from = 1 + random() % 5;
+    const std::uintptr_t to = 1 + random() % 8;
+    const bool renamed = set.rename(reinterpret_cast<void*>(from), reinterpret_cast<void*>(to));
+    REQUIRE(renamed == (expected.count(from) == 1));
+    if (renamed) {
+      const std::uint64_t tick = expected[from];
+      expected.erase(from);
+      auto [into, added] = expected.emplace(to, tick);
+      if (!added) into->second = std::max(into->second, tick);
+    }
+    check_against(set, expected);
+
+    set.stamp(1000 + round);
+    for (auto& [value, tick] : expected) tick = 1000 + round;
+    check_against(set, expected);
   }
 }
 
