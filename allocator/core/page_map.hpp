@@ -37,7 +37,7 @@ class page_map {
   bool is_mapped(std::size_t page) const noexcept { return pages_[page].mapped; }
   // Unmapped pages touched by [address, address + size_bytes), counting stops at `limit`.
   std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
-  std::size_t live_bytes(std::size_t page) const noexcept { return pages_[page].live_bytes; }
+  std::size_t live_bytes(std::size_t page) const noexcept { return live_bytes_[page]; }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 
   // Records `handle` mapped over pages [first, first + count) as one chunk.
@@ -64,7 +64,7 @@ class page_map {
   // the epoch in which it last became free.
   std::uint32_t epoch() const noexcept { return epoch_; }
   void advance_epoch() noexcept { ++epoch_; }
-  std::uint32_t free_since_epoch(std::size_t page) const noexcept { return pages_[page].free_since_epoch; }
+  std::uint32_t free_since_epoch(std::size_t page) const noexcept { return free_since_epoch_[page]; }
   std::size_t mapped_count() const noexcept { return mapped_count_; }
   // Maximal runs of consecutive mapped pages (what the stats call device segments).
   std::size_t mapped_run_count() const noexcept { return mapped_run_count_; }
@@ -74,20 +74,28 @@ class page_map {
   std::size_t touched_high_water_pages() const noexcept { return touched_high_water_pages_; }
 
  private:
+  // The mapping state of a page. Live bytes and free epochs are arrays of their own: a
+  // block's whole pages are filled and emptied in bulk there (Note [Whole pages]).
   struct page_state {
-    std::uint32_t live_bytes = 0;
-    std::uint32_t free_since_epoch = 0;
     bool mapped = false;
     std::uint32_t head_offset = 0;  // mapped: page index - its chunk's first page
     std::uint32_t chunk_pages = 0;  // on a chunk's first page: its page count
     backend::physical_handle handle = 0;
   };
-  template <typename F>
-  void for_each_overlap(std::uintptr_t address, std::size_t size_bytes, F&& f);
+  // One page a block covers in part (add_live / remove_live).
+  void add_live_page(std::size_t index, std::uint32_t bytes) noexcept;
+  void remove_live_page(std::size_t index, std::uint32_t bytes) noexcept;
+  // The bytes of page `index` that [address, address + size_bytes) covers.
+  std::uint32_t overlap_bytes(std::size_t index, std::uintptr_t address, std::size_t size_bytes) const noexcept;
+  // The pages [address, address + size_bytes) covers whole: [*whole_first, *whole_end).
+  void whole_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t* whole_first,
+                   std::size_t* whole_end) const noexcept;
 
   std::uintptr_t base_ = 0;
   std::size_t page_bytes_ = 0;
   std::vector<page_state> pages_;
+  std::vector<std::uint32_t> live_bytes_;
+  std::vector<std::uint32_t> free_since_epoch_;
   page_set cached_free_;
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;

@@ -8,6 +8,38 @@ namespace fragless::core {
 
 page_set::page_set(std::size_t page_count) : words_((page_count + 63) / 64, 0), summary_((page_count + 4095) / 4096, 0) {}
 
+std::uint64_t page_set::word_mask(std::size_t word_index, std::size_t first, std::size_t end) noexcept {
+  const std::size_t word_first = word_index * 64;
+  const std::size_t low = std::max(first, word_first) - word_first;       // 0..63
+  const std::size_t high = std::min(end, word_first + 64) - word_first;   // 1..64
+  const std::uint64_t below_high = high == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << high) - 1;
+  return below_high & (~std::uint64_t{0} << low);
+}
+
+void page_set::insert_range(std::size_t first, std::size_t end) noexcept {
+  if (first >= end) return;
+  for (std::size_t index = first / 64; index <= (end - 1) / 64; ++index) {
+    std::uint64_t& word = words_[index];
+    const std::uint64_t added = word_mask(index, first, end) & ~word;
+    if (added == 0) continue;
+    word |= added;
+    size_ += static_cast<std::size_t>(std::popcount(added));
+    summary_[index / 64] |= std::uint64_t{1} << (index % 64);
+  }
+}
+
+void page_set::erase_range(std::size_t first, std::size_t end) noexcept {
+  if (first >= end) return;
+  for (std::size_t index = first / 64; index <= (end - 1) / 64; ++index) {
+    std::uint64_t& word = words_[index];
+    const std::uint64_t removed = word_mask(index, first, end) & word;
+    if (removed == 0) continue;
+    word &= ~removed;
+    size_ -= static_cast<std::size_t>(std::popcount(removed));
+    if (word == 0) summary_[index / 64] &= ~(std::uint64_t{1} << (index % 64));
+  }
+}
+
 std::size_t page_set::highest_below(std::size_t limit) const noexcept {
   const std::size_t bound = std::min(limit, words_.size() * 64);
   if (size_ == 0 || bound == 0) return npos;

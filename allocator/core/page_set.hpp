@@ -42,6 +42,9 @@ class page_set {
     if (word == 0) summary_[page / 4096] &= ~(std::uint64_t{1} << (page / 64 % 64));
     --size_;
   }
+  // Adds / removes every page of [first, end), a word at a time (a block's whole pages).
+  void insert_range(std::size_t first, std::size_t end) noexcept;
+  void erase_range(std::size_t first, std::size_t end) noexcept;
   bool contains(std::size_t page) const noexcept { return (words_[page / 64] >> (page % 64) & 1) != 0; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
@@ -52,6 +55,8 @@ class page_set {
   std::vector<std::uint64_t> words_;    // bit p % 64 of word p / 64: page p is a member
   std::vector<std::uint64_t> summary_;  // bit w % 64 of summary word w / 64: word w is non-zero
   std::size_t size_ = 0;
+  // The bits of word `word_index` that fall in [first, end).
+  static std::uint64_t word_mask(std::size_t word_index, std::size_t first, std::size_t end) noexcept;
 };
 
 }  // namespace fragless::core

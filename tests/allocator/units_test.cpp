@@ -204,9 +204,9 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
   }
 }
 
-// page_set against std::set, the container it replaced: random inserts and erases over
-// sizes around the word (64) and summary (4096) boundaries, dense and sparse; after each
-// batch, size, membership and the whole descending walk by highest_below must agree, and
+// page_set against std::set, the container it replaced: random inserts and erases, of
+// single pages and of ranges, over sizes around the word (64) and summary (4096)
+// boundaries, dense and sparse; after each batch, size, membership and the whole descending walk by highest_below must agree, and
 // highest_below from random limits must be the set's predecessor.
 TEST_CASE("page set agrees with std::set on random operations", "[page_set]") {
   std::mt19937_64 random(20261124);
@@ -219,7 +219,17 @@ TEST_CASE("page set agrees with std::set on random operations", "[page_set]") {
       for (int batch = 0; batch < 8; ++batch) {
         for (std::size_t operation = 0; operation < page_count * 2 / static_cast<std::size_t>(density) + 3; ++operation) {
           const std::size_t page = any_page(random);
-          if (random() % 3 != 0) {
+          const std::size_t kind = random() % 8;
+          if (kind >= 6) {  // a range, often across word and summary boundaries
+            const std::size_t end = std::min(page_count, page + 1 + random() % (random() % 2 ? 70 : 5000));
+            if (kind == 6) {
+              set.insert_range(page, end);
+              for (std::size_t member = page; member < end; ++member) oracle.insert(member);
+            } else {
+              set.erase_range(page, end);
+              oracle.erase(oracle.lower_bound(page), oracle.lower_bound(end));
+            }
+          } else if (kind % 3 != 0) {
             set.insert(page);
             oracle.insert(page);
           } else {
