@@ -17,25 +17,52 @@ void free_index::add(const free_range& range) {
   free_bytes_ += range.size_bytes;
 }
 
+// Note [Index nodes]: a range that grows or shrinks keeps its tree nodes -- extracted,
+// re-keyed and put back -- so merging a free into a neighbour and carving a block out of
+// a range allocate no host memory (only a carve that leaves two pieces adds a node).
+void free_index::resize(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address,
+                        std::size_t size_bytes) {
+  auto by_size = by_size_.extract({at->second.size_bytes, at->first});
+  by_size.value() = {size_bytes, address};
+  by_size_.insert(std::move(by_size));
+  free_bytes_ = free_bytes_ - at->second.size_bytes + size_bytes;
+  at->second.size_bytes = size_bytes;
+  if (at->first != address) {
+    auto by_address = by_address_.extract(at);
+    by_address.key() = address;
+    by_address_.insert(std::move(by_address));
+  }
+}
+
 free_range free_index::insert(free_range range) {
   auto next = by_address_.lower_bound(range.address);
   assert(next == by_address_.end() || next->first >= range.address + range.size_bytes);
+  const bool next_merges = next != by_address_.end() && next->first == range.address + range.size_bytes &&
+                           next->second.segment_id == range.segment_id;
   if (next != by_address_.begin()) {
     auto previous = std::prev(next);
     assert(previous->first + previous->second.size_bytes <= range.address);
     if (previous->first + previous->second.size_bytes == range.address &&
         previous->second.segment_id == range.segment_id) {
-      range.address = previous->first;
-      range.size_bytes += previous->second.size_bytes;
-      range.streams.merge(previous->second.streams);
-      erase(previous);
+      // Grows the previous range in place (Note [Index nodes]).
+      std::size_t size_bytes = previous->second.size_bytes + range.size_bytes;
+      previous->second.streams.merge(range.streams);
+      if (next_merges) {
+        size_bytes += next->second.size_bytes;
+        previous->second.streams.merge(next->second.streams);
+        erase(next);
+      }
+      resize(previous, previous->first, size_bytes);
+      return free_range{previous->first, size_bytes, range.segment_id, previous->second.streams};
     }
   }
-  if (next != by_address_.end() && next->first == range.address + range.size_bytes &&
-      next->second.segment_id == range.segment_id) {
-    range.size_bytes += next->second.size_bytes;
-    range.streams.merge(next->second.streams);
-    erase(next);
+  if (next_merges) {  // the next range grows downwards (Note [Index nodes])
+    next->second.streams.merge(range.streams);
+    const std::size_t size_bytes = range.size_bytes + next->second.size_bytes;
+    range.streams = next->second.streams;
+    resize(next, range.address, size_bytes);
+    range.size_bytes = size_bytes;
+    return range;
   }
   add(range);
   return range;
@@ -66,14 +93,20 @@ void free_index::carve(std::uintptr_t address, std::size_t size_bytes) {
   auto at = by_address_.upper_bound(address);
   assert(at != by_address_.begin());
   --at;
-  free_range whole{at->first, at->second.size_bytes, at->second.segment_id, at->second.streams};
-  assert(whole.address <= address && address + size_bytes <= whole.address + whole.size_bytes);
-  erase(at);
-  if (whole.address < address)
-    add(free_range{whole.address, address - whole.address, whole.segment_id, whole.streams});
+  const std::uintptr_t whole_address = at->first;
+  const std::uintptr_t whole_end = whole_address + at->second.size_bytes;
   const std::uintptr_t end = address + size_bytes;
-  const std::uintptr_t whole_end = whole.address + whole.size_bytes;
-  if (end < whole_end) add(free_range{end, whole_end - end, whole.segment_id, whole.streams});
+  assert(whole_address <= address && end <= whole_end);
+  // Note [Index nodes]: the range's nodes hold the piece before, else the piece after.
+  if (whole_address < address) {
+    if (end < whole_end)
+      add(free_range{end, whole_end - end, at->second.segment_id, at->second.streams});
+    resize(at, whole_address, address - whole_address);
+  } else if (end < whole_end) {
+    resize(at, end, whole_end - end);
+  } else {
+    erase(at);
+  }
 }
 
 std::optional<free_range> free_index::containing(std::uintptr_t address) const {

@@ -66,6 +66,8 @@ class free_index {
   };
   void erase(std::map<std::uintptr_t, entry>::iterator at);
   void add(const free_range& range);
+  // Makes the range at `at` [address, address + size_bytes), keeping its nodes.
+  void resize(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address, std::size_t size_bytes);
 
   std::map<std::uintptr_t, entry> by_address_;
   std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;
