@@ -48,6 +48,8 @@ bool lifetimes_meet(const step_block& a, const step_block& b) noexcept {
 // Largest first (`by_lifetime`: longer lifetimes first among equal sizes, else earlier
 // starts first), each in the smallest gap among the placed blocks it meets (lowest offset
 // among equals), else above them all. Sets every block's offset; returns the span.
+// The placed blocks are kept in (offset, end) order, so the blocks a new one meets come
+// out sorted without a sort per block (the sort was half of a 3,000-event step's layout).
 std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
   std::vector<std::size_t> order(blocks.size());
   for (std::size_t index = 0; index < order.size(); ++index) order[index] = index;
@@ -56,28 +58,34 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
     if (by_lifetime && blocks[a].lifetime() != blocks[b].lifetime()) return blocks[a].lifetime() > blocks[b].lifetime();
     return blocks[a].phase < blocks[b].phase;
   });
-  std::vector<std::size_t> placed;
-  std::vector<std::pair<std::size_t, std::size_t>> taken;  // (offset, end) of blocks met
+  struct placed_block {
+    std::size_t offset_bytes, end_bytes, index;
+  };
+  std::vector<placed_block> placed;  // by (offset, end)
+  placed.reserve(blocks.size());
   std::size_t span = 0;
   for (std::size_t index : order) {
     step_block& block = blocks[index];
-    taken.clear();
-    for (std::size_t other : placed)
-      if (lifetimes_meet(block, blocks[other]))
-        taken.emplace_back(blocks[other].offset_bytes, blocks[other].offset_bytes + blocks[other].size_bytes);
-    std::sort(taken.begin(), taken.end());
     std::size_t covered = 0;
     std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
-    for (const auto& [offset, end] : taken) {
-      if (offset > covered && offset - covered >= block.size_bytes && offset - covered < best_gap) {
-        best_gap = offset - covered;
+    for (const placed_block& other : placed) {
+      if (!lifetimes_meet(block, blocks[other.index])) continue;
+      if (other.offset_bytes > covered && other.offset_bytes - covered >= block.size_bytes &&
+          other.offset_bytes - covered < best_gap) {
+        best_gap = other.offset_bytes - covered;
         best_offset = covered;
       }
-      covered = std::max(covered, end);
+      covered = std::max(covered, other.end_bytes);
     }
     block.offset_bytes = best_offset != SIZE_MAX ? best_offset : covered;
     span = std::max(span, block.offset_bytes + block.size_bytes);
-    placed.push_back(index);
+    const placed_block entry{block.offset_bytes, block.offset_bytes + block.size_bytes, index};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
+                                   [](const placed_block& a, const placed_block& b) {
+                                     return a.offset_bytes != b.offset_bytes ? a.offset_bytes < b.offset_bytes
+                                                                             : a.end_bytes < b.end_bytes;
+                                   }),
+                  entry);
   }
   return span;
 }
