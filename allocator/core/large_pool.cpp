@@ -86,7 +86,7 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
   return backend::status::ok;
 }
 
-stream_set large_pool::freed_now(const stream_set& streams) noexcept {
+stream_set large_pool::freed_now(const stream_set& streams) {
   stream_set stamped = streams;
   stamped.stamp(events_.next_tick());
   return stamped;

@@ -148,7 +148,8 @@ class large_pool {
   // Note [Stream reuse]: orders `stream` after every other stream `range` remembers.
   backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
   // Note [Standing waits]: `streams` with every stream's free stamped now (release paths).
-  stream_set freed_now(const stream_set& streams) noexcept;
+  // May throw std::bad_alloc (a set of more than two streams is copied).
+  stream_set freed_now(const stream_set& streams);
   // Is the free range at `address` one no stream can still touch? Makes it clean (forgets
   // its streams) when every remembered stream is idle now.
   bool make_range_idle(std::uintptr_t address) noexcept;

@@ -14,10 +14,13 @@ page_map::page_map(std::uintptr_t base, std::size_t page_count, std::size_t page
       free_since_epoch_(page_count, 0),
       cached_free_(page_count) {}
 
-void page_map::whole_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t* whole_first,
-                           std::size_t* whole_end) const noexcept {
-  *whole_first = (address - base_ + page_bytes_ - 1) / page_bytes_;
-  *whole_end = std::max(*whole_first, (address + size_bytes - base_) / page_bytes_);
+page_map::page_span page_map::span_of(std::uintptr_t address, std::size_t size_bytes) const noexcept {
+  page_span span;
+  span.first = first_page(address);
+  span.end = end_page(address, size_bytes);
+  span.whole_first = (address - base_ + page_bytes_ - 1) / page_bytes_;
+  span.whole_end = std::max(span.whole_first, (address + size_bytes - base_) / page_bytes_);
+  return span;
 }
 
 std::size_t page_map::mapped_neighbours(std::size_t index) const noexcept {
@@ -101,28 +104,26 @@ void page_map::remove_live_page(std::size_t index, std::uint32_t bytes) noexcept
   }
 }
 
-std::uint32_t page_map::overlap_bytes(std::size_t index, std::uintptr_t address, std::size_t size_bytes) const noexcept {
-  return static_cast<std::uint32_t>(std::min(page_address(index) + page_bytes_, address + size_bytes) -
-                                    std::max(page_address(index), address));
+template <typename F>
+void page_map::for_each_partial_page(std::uintptr_t address, std::size_t size_bytes, const page_span& span, F&& f) {
+  const auto overlap_bytes = [&](std::size_t index) {
+    return static_cast<std::uint32_t>(std::min(page_address(index) + page_bytes_, address + size_bytes) -
+                                      std::max(page_address(index), address));
+  };
+  for (std::size_t index = span.first; index < span.whole_first; ++index) f(index, overlap_bytes(index));
+  for (std::size_t index = span.whole_end; index < span.end; ++index) f(index, overlap_bytes(index));
 }
 
 void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {
-  const std::size_t first = first_page(address);
-  const std::size_t end = end_page(address, size_bytes);
-  std::size_t whole_first = 0;
-  std::size_t whole_end = 0;
-  whole_pages(address, size_bytes, &whole_first, &whole_end);
-  if (whole_first == whole_end) {
-    for (std::size_t index = first; index < end; ++index) add_live_page(index, overlap_bytes(index, address, size_bytes));
-  } else {  // Note [Whole pages]
-    if (first < whole_first) add_live_page(first, overlap_bytes(first, address, size_bytes));
-    assert(std::all_of(live_bytes_.begin() + static_cast<std::ptrdiff_t>(whole_first),
-                       live_bytes_.begin() + static_cast<std::ptrdiff_t>(whole_end),
-                       [](std::uint32_t bytes) { return bytes == 0; }));
-    std::fill(live_bytes_.begin() + static_cast<std::ptrdiff_t>(whole_first),
-              live_bytes_.begin() + static_cast<std::ptrdiff_t>(whole_end), static_cast<std::uint32_t>(page_bytes_));
-    cached_free_.erase_range(whole_first, whole_end);
-    if (whole_end < end) add_live_page(whole_end, overlap_bytes(whole_end, address, size_bytes));
+  const page_span span = span_of(address, size_bytes);
+  for_each_partial_page(address, size_bytes, span,
+                        [this](std::size_t index, std::uint32_t bytes) { add_live_page(index, bytes); });
+  if (span.whole_first < span.whole_end) {  // Note [Whole pages]: cached free pages before, full ones now
+    const auto whole_begin = live_bytes_.begin() + static_cast<std::ptrdiff_t>(span.whole_first);
+    const auto whole_end = live_bytes_.begin() + static_cast<std::ptrdiff_t>(span.whole_end);
+    assert(std::all_of(whole_begin, whole_end, [](std::uint32_t bytes) { return bytes == 0; }));
+    std::fill(whole_begin, whole_end, static_cast<std::uint32_t>(page_bytes_));
+    cached_free_.erase_range(span.whole_first, span.whole_end);
   }
   live_total_bytes_ += size_bytes;
   live_high_water_bytes_ = std::max(live_high_water_bytes_, live_total_bytes_);
@@ -130,21 +131,15 @@ void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {
 }
 
 void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {
-  const std::size_t first = first_page(address);
-  const std::size_t end = end_page(address, size_bytes);
-  std::size_t whole_first = 0;
-  std::size_t whole_end = 0;
-  whole_pages(address, size_bytes, &whole_first, &whole_end);
-  if (whole_first == whole_end) {
-    for (std::size_t index = first; index < end; ++index) remove_live_page(index, overlap_bytes(index, address, size_bytes));
-  } else {  // Note [Whole pages]: full pages are mapped ones
-    if (first < whole_first) remove_live_page(first, overlap_bytes(first, address, size_bytes));
-    std::fill(live_bytes_.begin() + static_cast<std::ptrdiff_t>(whole_first),
-              live_bytes_.begin() + static_cast<std::ptrdiff_t>(whole_end), 0u);
-    std::fill(free_since_epoch_.begin() + static_cast<std::ptrdiff_t>(whole_first),
-              free_since_epoch_.begin() + static_cast<std::ptrdiff_t>(whole_end), epoch_);
-    cached_free_.insert_range(whole_first, whole_end);
-    if (whole_end < end) remove_live_page(whole_end, overlap_bytes(whole_end, address, size_bytes));
+  const page_span span = span_of(address, size_bytes);
+  for_each_partial_page(address, size_bytes, span,
+                        [this](std::size_t index, std::uint32_t bytes) { remove_live_page(index, bytes); });
+  if (span.whole_first < span.whole_end) {  // Note [Whole pages]: full (so mapped) pages become cached free
+    const auto first = static_cast<std::ptrdiff_t>(span.whole_first);
+    const auto last = static_cast<std::ptrdiff_t>(span.whole_end);
+    std::fill(live_bytes_.begin() + first, live_bytes_.begin() + last, 0u);
+    std::fill(free_since_epoch_.begin() + first, free_since_epoch_.begin() + last, epoch_);
+    cached_free_.insert_range(span.whole_first, span.whole_end);
   }
   live_total_bytes_ -= size_bytes;
 }

@@ -85,11 +85,15 @@ class page_map {
   // One page a block covers in part (add_live / remove_live).
   void add_live_page(std::size_t index, std::uint32_t bytes) noexcept;
   void remove_live_page(std::size_t index, std::uint32_t bytes) noexcept;
-  // The bytes of page `index` that [address, address + size_bytes) covers.
-  std::uint32_t overlap_bytes(std::size_t index, std::uintptr_t address, std::size_t size_bytes) const noexcept;
-  // The pages [address, address + size_bytes) covers whole: [*whole_first, *whole_end).
-  void whole_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t* whole_first,
-                   std::size_t* whole_end) const noexcept;
+  // The pages [address, address + size_bytes) touches, [first, end), and those of them it
+  // covers whole, [whole_first, whole_end) (empty when none; then whole_first <= end).
+  struct page_span {
+    std::size_t first = 0, whole_first = 0, whole_end = 0, end = 0;
+  };
+  page_span span_of(std::uintptr_t address, std::size_t size_bytes) const noexcept;
+  // f(page, bytes covered) for every page of `span` the range covers in part (at most two).
+  template <typename F>
+  void for_each_partial_page(std::uintptr_t address, std::size_t size_bytes, const page_span& span, F&& f);
 
   std::uintptr_t base_ = 0;
   std::size_t page_bytes_ = 0;

@@ -202,6 +202,18 @@ TEST_CASE("release_threshold_bytes releases memory only once no kernel can touch
 // next stream created receives A's handle. Allocating there must wait for A's kernel.
 namespace {
 
+// A new stream with the handle of a destroyed one (the allocator of simcuda's stream
+// objects hands the address back; a few tries cover an interleaved allocation). The other
+// streams created on the way go to `others`. nullptr when none got it.
+void* create_stream_with_handle(void* handle, std::vector<void*>* others) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    void* created = create_stream(0);
+    if (created == handle) return created;
+    others->push_back(created);
+  }
+  return nullptr;
+}
+
 std::uint64_t reuse_after_destroy(bool retire, std::size_t size) {
   fixture f(false);
   void* dying = create_stream(0);
@@ -211,15 +223,8 @@ std::uint64_t reuse_after_destroy(bool retire, std::size_t size) {
   if (retire) f.instance->retire_stream(dying);
   destroy_stream(dying);
   CHECK(simcuda_pending(reinterpret_cast<void*>(-1)) >= 1);  // the kernel is still running
-  // A new stream with the same handle (the allocator of simcuda's stream objects hands the
-  // address back; a few tries cover an interleaved allocation).
   std::vector<void*> others;
-  void* same = nullptr;
-  for (int attempt = 0; attempt < 16 && same == nullptr; ++attempt) {
-    void* created = create_stream(0);
-    if (created == dying) same = created;
-    else others.push_back(created);
-  }
+  void* same = create_stream_with_handle(dying, &others);
   REQUIRE(same != nullptr);
   void* again = f.instance->allocate(size, 0, same);
   if (!retire) CHECK(again == block);  // the same memory, with no wait: the race below
@@ -308,12 +313,7 @@ TEST_CASE("a new stream does not inherit a retired stream's standing waits", "[s
   f.instance->retire_stream(dying);
   destroy_stream(dying);
   std::vector<void*> others;
-  void* same = nullptr;
-  for (int attempt = 0; attempt < 16 && same == nullptr; ++attempt) {
-    void* created = create_stream(0);
-    if (created == dying) same = created;
-    else others.push_back(created);
-  }
+  void* same = create_stream_with_handle(dying, &others);
   REQUIRE(same != nullptr);
   const device_stats before = f.cache().stats();
   void* again = f.instance->allocate(big, 0, same);  // the other of X and Y: A's kernel pending
