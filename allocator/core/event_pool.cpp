@@ -106,8 +106,8 @@ backend::stream_handle event_pool::retire(backend::stream_handle stream) noexcep
 }
 
 backend::status event_pool::order_after(backend::stream_handle waiter, backend::stream_handle source,
-                                        std::uint64_t freed_at_tick, bool* waited) noexcept {
-  if (waited != nullptr) *waited = false;
+                                        std::uint64_t freed_at_tick, bool& waited) noexcept {
+  waited = false;
   retired_stream* retired = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -123,7 +123,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     const backend::status state = retired_state_locked(*retired);
     if (state != backend::status::not_ready) return state;
     const backend::status result = backend_.stream_wait_event(device_, waiter, retired->event);
-    if (waited != nullptr) *waited = result == backend::status::ok;
+    waited = result == backend::status::ok;
     return result;
   }
   backend::event_handle event = acquire();
@@ -136,7 +136,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
   if (result == backend::status::ok) result = backend_.stream_wait_event(device_, waiter, event);
   release(event);
   if (result != backend::status::ok) return result;
-  if (waited != nullptr) *waited = true;
+  waited = true;
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     std::uint64_t& standing = standing_waits_[{waiter, source}];

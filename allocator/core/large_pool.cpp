@@ -70,7 +70,7 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
   for (std::size_t i = 0; i < others.size(); ++i) {
     if (others[i] == stream) continue;
     bool waited = false;
-    if (events_.order_after(stream, others[i], freed_at_ticks[i], &waited) == backend::status::ok) {
+    if (events_.order_after(stream, others[i], freed_at_ticks[i], waited) == backend::status::ok) {
       ++(waited ? counters_.cross_stream_waits : counters_.standing_waits);  // Note [Standing waits]
       continue;
     }

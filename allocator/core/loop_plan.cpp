@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "core/log.hpp"
 #include "core/monotonic_clock.hpp"
@@ -82,8 +83,7 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
     const placed_block entry{block.offset_bytes, block.offset_bytes + block.size_bytes, index};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
                                    [](const placed_block& a, const placed_block& b) {
-                                     return a.offset_bytes != b.offset_bytes ? a.offset_bytes < b.offset_bytes
-                                                                             : a.end_bytes < b.end_bytes;
+                                     return std::tie(a.offset_bytes, a.end_bytes) < std::tie(b.offset_bytes, b.end_bytes);
                                    }),
                   entry);
   }

@@ -48,39 +48,35 @@ class stream_set {
   }
   // Adds `stream`; a stream already there keeps the later of the two ticks.
   void insert(stream_id stream, std::uint64_t freed_at_tick = kUnknownTick) {
-    if (size_ <= kInline) {
-      const auto at = std::lower_bound(inline_.begin(), inline_.begin() + size_, stream) - inline_.begin();
-      if (static_cast<std::size_t>(at) < size_ && inline_[at] == stream) {
-        inline_ticks_[at] = std::max(inline_ticks_[at], freed_at_tick);
-        return;
-      }
-      if (size_ < kInline) {
-        std::move_backward(inline_.begin() + at, inline_.begin() + size_, inline_.begin() + size_ + 1);
-        std::move_backward(inline_ticks_.begin() + at, inline_ticks_.begin() + size_, inline_ticks_.begin() + size_ + 1);
-        inline_[at] = stream;
-        inline_ticks_[at] = freed_at_tick;
-        ++size_;
-        return;
-      }
+    const auto all = streams();
+    const auto at = static_cast<std::size_t>(std::lower_bound(all.begin(), all.end(), stream) - all.begin());
+    if (at < size_ && all[at] == stream) {
+      std::uint64_t& tick = ticks()[at];
+      tick = std::max(tick, freed_at_tick);
+      return;
+    }
+    const auto offset = static_cast<std::ptrdiff_t>(at);
+    if (size_ < kInline) {
+      std::move_backward(inline_.begin() + offset, inline_.begin() + size_, inline_.begin() + size_ + 1);
+      std::move_backward(inline_ticks_.begin() + offset, inline_ticks_.begin() + size_, inline_ticks_.begin() + size_ + 1);
+      inline_[at] = stream;
+      inline_ticks_[at] = freed_at_tick;
+      ++size_;
+      return;
+    }
+    if (size_ == kInline) {
       overflow_.assign(inline_.begin(), inline_.end());
       overflow_ticks_.assign(inline_ticks_.begin(), inline_ticks_.end());
     }
-    const auto at = std::lower_bound(overflow_.begin(), overflow_.end(), stream) - overflow_.begin();
-    if (static_cast<std::size_t>(at) < overflow_.size() && overflow_[at] == stream) {
-      overflow_ticks_[at] = std::max(overflow_ticks_[at], freed_at_tick);
-      return;
-    }
-    overflow_.reserve(overflow_.size() + 1);  // both grow or neither does
-    overflow_ticks_.reserve(overflow_.size() + 1);
-    overflow_.insert(overflow_.begin() + at, stream);
-    overflow_ticks_.insert(overflow_ticks_.begin() + at, freed_at_tick);
+    overflow_.reserve(size_ + 1);  // both grow or neither does
+    overflow_ticks_.reserve(size_ + 1);
+    overflow_.insert(overflow_.begin() + offset, stream);
+    overflow_ticks_.insert(overflow_ticks_.begin() + offset, freed_at_tick);
     size_ = overflow_.size();
   }
   // Every stream's latest free is now at `freed_at_tick` (the set describes a free made now).
   void stamp(std::uint64_t freed_at_tick) noexcept {
-    for (std::uint64_t& tick : size_ <= kInline ? std::span<std::uint64_t>(inline_ticks_.data(), size_)
-                                                : std::span<std::uint64_t>(overflow_ticks_))
-      tick = freed_at_tick;
+    for (std::uint64_t& tick : ticks()) tick = freed_at_tick;
   }
   // Replaces `from` by `to` (Note [Retired streams]); true when `from` was in the set.
   bool rename(stream_id from, stream_id to) {
@@ -114,6 +110,9 @@ class stream_set {
   std::size_t size_ = 0;
   std::vector<stream_id> overflow_;  // all streams, when more than kInline
   std::vector<std::uint64_t> overflow_ticks_;
+  std::span<std::uint64_t> ticks() noexcept {
+    return size_ <= kInline ? std::span<std::uint64_t>(inline_ticks_.data(), size_) : std::span<std::uint64_t>(overflow_ticks_);
+  }
 };
 
 }  // namespace fragless::core
