@@ -215,7 +215,7 @@ void loop_plan::append(const logged_token& entry) noexcept {
         churn_when_paused_bytes_ = entry.churn_bytes;
       }
       clear_log();
-      min_step_tokens_ = 2 * kWindowTokens;
+      min_step_tokens_ = kMinStepTokens;
       if (!recording_) return;
     }
     if (log_.empty()) first_logged_sequence_ = entry.token.size_bytes != 0 ? entry.sequence : next_sequence_;
