@@ -107,7 +107,7 @@ backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
-    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !huge_block_fits_shared_pages(size_bytes))
+    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !huge_block_goes_shared(size_bytes))
       return allocate_dedicated(size_bytes, stream, address, placed_bytes);
     return allocate_vmm(size_bytes, stream, address, placed_bytes);
   } catch (...) {  // std::bad_alloc from the index: host memory, not device memory

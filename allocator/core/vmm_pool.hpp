@@ -147,10 +147,10 @@ class vmm_pool final : public large_pool {
   void make_room_for_growth(std::size_t bytes) noexcept;
   // Note [Growth]: records reserved memory after it grew.
   void note_growth() noexcept { reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved_bytes()); }
-  // Note [Growth]: a huge request goes to the shared range instead of a mapping of its own
-  // when no cached mapping fits it exactly and a new one would pass the high-water mark
-  // while the shared range's free pages could hold it.
-  bool huge_block_fits_shared_pages(std::size_t size_bytes) noexcept;
+  // Note [Growth]: a huge request goes to the shared range unless a cached mapping fits it
+  // exactly or its memory is new (it would pass the high-water mark, no idle cached
+  // mapping is left to give back and the shared range has no free page).
+  bool huge_block_goes_shared(std::size_t size_bytes) noexcept;
   // Note [Move budget]: may a missing page be moved now rather than created?
   bool move_within_budget() const noexcept;
 

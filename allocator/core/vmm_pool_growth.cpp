@@ -22,21 +22,34 @@ namespace fragless::core {
 // cached mappings (no stream can still touch them: pooled event queries, no device
 // synchronization) are released, largest first -- the fewest calls per byte -- until the
 // growth fits under the mark. Below the mark nothing is released, so a loop whose sizes
-// repeat reuses its mappings in place with no device call; a loop whose sizes vary pays
-// an unmap and a release for each mapping it gives back and a create and a map for the
-// new one: four calls per huge block, however large, instead of reserving both.
+// repeat reuses its mappings in place with no device call. A mapping given back costs an
+// unmap and a release, and the memory is made again as pages of the shared range, where a
+// huge request whose size varies goes (below).
 // Free pages of the shared range are not given back this way: they would be created
 // again by the next blocks placed there (within the growth allowance, Note [Page moves]),
 // and the two would take turns every step (measured: thousands of calls per step on the
-// corpus' dynamic-shape family). Instead the huge request goes to them: a request of at
-// least dedicated_mapping_threshold_bytes that no cached mapping fits exactly, and whose
-// own mapping would still pass the mark, is placed in the shared range whenever it has a
-// free page (huge_block_fits_shared_pages) -- a mapping of its own would leave those pages
-// idle at the new peak. There it takes free pages like any block (moves and creations,
-// Note [Page moves]), at one map call per page instead of one per mapping. Measured on 3
-// corpus seeds per family: huge-tensors 1.214x -> 1.003x the ideal (steady-pass calls 460
-// -> 72, first-pass calls 8,366 -> 14,246), dynamic shapes 1.035x -> 1.007x, many streams
-// 1.108x -> 1.068x (but steady-pass calls 2,700 -> 9,944); the other families unchanged.
+// corpus' dynamic-shape family). The shared range is instead where huge blocks go once
+// their sizes take turns: its pages serve a block of any size, a mapping only its own.
+// So a huge request (at least dedicated_mapping_threshold_bytes) that no cached mapping
+// fits exactly gets a mapping of its own only when its memory is new -- it would pass the
+// mark, no idle cached mapping is left to give back, and the shared range has no free
+// page (huge_block_goes_shared). Otherwise it is placed in the shared range like any
+// block, taking free pages (moves and creations, Note [Page moves]) at one map call per
+// chunk rather than per mapping:
+//  - when the shared range's cached free pages could hold it: idle memory is used before
+//    new memory is made beside it;
+//  - when a mapping of its own would stay below the mark: that memory is there to be
+//    reused, and as a mapping only a request of this exact size could reuse it -- while
+//    the shared range, growing later in the step, would give it back (four calls every
+//    step for as long as the loop runs);
+//  - when a mapping had to be given back to make room: its memory becomes pages;
+//  - when its mapping would set a new peak while the shared range has a free page: a
+//    mapping of its own would leave those pages idle at the new peak.
+// Measured on 1,000 corpus seeds per family (five repetitions): seeds making device calls
+// in the last pass where PyTorch's allocator makes none 1,152 -> 678 (huge-tensors 345 ->
+// 43, dynamic shapes 162 -> 52), their calls 111,278 -> 66,532; first-pass calls +1.9 %;
+// the ideal's geometric mean 1.0225x -> 1.0226x. The earlier rule (a mapping of its own
+// whenever it stayed below the mark) left 376 seeds re-creating mappings every step.
 void vmm_pool::make_room_for_growth(std::size_t bytes) noexcept {
   while (dedicated_cached_bytes_ != 0 && reserved_bytes() + bytes > reserved_high_water_bytes_) {
     std::uintptr_t largest = 0;
@@ -51,13 +64,16 @@ void vmm_pool::make_room_for_growth(std::size_t bytes) noexcept {
   }
 }
 
-bool vmm_pool::huge_block_fits_shared_pages(std::size_t size_bytes) noexcept {
+// Note [Growth]: where a huge request goes when no cached mapping fits it exactly.
+bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
   const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
   for (const auto& [base, mapping] : dedicated_)
     if (!mapping.in_use && mapping.bytes == bytes && mapping.range_bytes == bytes) return false;  // reused in place
+  const bool idle_pages_hold_it = pages_.cached_free_pages().size() * pages_.page_bytes() >= bytes;
+  if (idle_pages_hold_it || reserved_bytes() + bytes <= reserved_high_water_bytes_) return true;
+  const std::size_t cached_before_bytes = dedicated_cached_bytes_;
   make_room_for_growth(bytes);
-  if (reserved_bytes() + bytes <= reserved_high_water_bytes_) return false;  // no new peak
-  return !pages_.cached_free_pages().empty();
+  return dedicated_cached_bytes_ != cached_before_bytes || !pages_.cached_free_pages().empty();
 }
 
 // Note [Move budget]

@@ -3,7 +3,9 @@
 //  - huge blocks whose sizes change every step never push reserved memory past the peak of
 //    the live blocks' page-rounded bytes (idle cached mappings are given back first), and
 //    their data survives; a huge request that free pages of the shared range can hold
-//    takes them rather than a new mapping;
+//    takes them rather than a new mapping, below the high-water mark too;
+//  - loops whose huge and ordinary blocks take turns settle at zero device calls per step
+//    (no mapping given back and re-created every step; short steps are planned);
 //  - a loop that keeps moving pages settles at zero device calls per step with the move
 //    budget, never moves more pages than it created, and its reserved memory stays within
 //    the pages it touches over a step; without the budget some seeds keep moving.
@@ -204,6 +206,93 @@ TEST_CASE("a huge request that would set a new peak takes the shared range's fre
     CHECK(check_pattern(huge, huge_bytes, 77));
     check_consistency(cache.snapshot(), stats);
     instance->deallocate(huge);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+  }
+}
+
+TEST_CASE("a huge request takes idle free pages of the shared range before a mapping of its own", "[growth]") {
+  // A huge block P and 40 MiB of ordinary blocks live at once set the high-water mark; all
+  // are freed. A huge request H that no cached mapping fits exactly but the 40 MiB of free
+  // pages can hold must use them: neither P's mapping nor the free pages are given back,
+  // and no device call is made. (Giving P back to map H below the mark left both kinds of
+  // memory taking turns in loops: one released and re-created every step.)
+  for (std::size_t huge_bytes : {10 * kMiB, 24 * kMiB, 38 * kMiB}) {
+    INFO("huge " << huge_bytes);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.conf.dedicated_mapping_threshold_bytes = 8 * kMiB;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(4 * kMiB, 0, nullptr));
+    void* other_huge = instance->allocate(64 * kMiB, 0, nullptr);
+    REQUIRE(other_huge != nullptr);
+    for (void* b : blocks) instance->deallocate(b);
+    instance->deallocate(other_huge);
+    const std::int64_t reserved_before = cache.stats().reserved_bytes[pool_all].current;
+    const std::int64_t calls_before = device_calls(cache);
+    void* huge = instance->allocate(huge_bytes, 0, nullptr);
+    REQUIRE(huge != nullptr);
+    fill_pattern(huge, huge_bytes, 78);
+    const device_stats stats = cache.stats();
+    CHECK(device_calls(cache) == calls_before);
+    CHECK(stats.reserved_bytes[pool_all].current == reserved_before);
+    CHECK(check_pattern(huge, huge_bytes, 78));
+    check_consistency(cache.snapshot(), stats);
+    instance->deallocate(huge);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+  }
+}
+
+TEST_CASE("loops mixing huge and ordinary blocks settle at zero device calls per step", "[growth]") {
+  // A fixed step of 6-14 blocks of 1-48 MiB (those of 8 MiB and more are huge), each freed
+  // at a random later point of the step, repeated: once every size has been seen, the
+  // cached pages and mappings must serve every step without a device call, and reserved
+  // memory must stay within the pages and mappings the step's blocks hold at once, twice
+  // over (a bound loose enough for any placement, tight enough to catch keeping both).
+  constexpr int kSteps = 12;
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    INFO("seed " << seed);
+    reset_simcuda();
+    core::cache_settings settings;
+    settings.conf.dedicated_mapping_threshold_bytes = 8 * kMiB;
+    settings.exact_start_allocations = 0;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    std::mt19937_64 random(seed);
+    std::vector<std::size_t> sizes(6 + random() % 9);
+    for (std::size_t& size : sizes) size = kMiB + (random() % (47 * kMiB)) / 512 * 512;
+    std::vector<std::vector<std::size_t>> frees_after(sizes.size() + 1);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      frees_after[std::min(sizes.size(), i + 1 + random() % 4)].push_back(i);
+    std::vector<void*> addresses(sizes.size());
+    std::size_t live_bytes = 0;
+    std::size_t live_high_water_bytes = 0;
+    std::int64_t last_step_calls = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      const std::int64_t before = device_calls(cache);
+      for (std::size_t i = 0; i <= sizes.size(); ++i) {
+        if (i < sizes.size()) {
+          addresses[i] = instance->allocate(sizes[i], 0, nullptr);
+          REQUIRE(addresses[i] != nullptr);
+          fill_pattern(addresses[i], sizes[i], seed * 100 + i);
+          live_bytes += round_to_page(sizes[i]) + kPage;  // a block may touch one page more
+          live_high_water_bytes = std::max(live_high_water_bytes, live_bytes);
+        }
+        for (std::size_t victim : frees_after[i]) {
+          CHECK(check_pattern(addresses[victim], sizes[victim], seed * 100 + victim));
+          instance->deallocate(addresses[victim]);
+          live_bytes -= round_to_page(sizes[victim]) + kPage;
+        }
+      }
+      last_step_calls = device_calls(cache) - before;
+    }
+    const device_stats stats = cache.stats();
+    check_consistency(cache.snapshot(), stats);
+    CHECK(last_step_calls == 0);
+    CHECK(stats.reserved_bytes[pool_all].peak <= static_cast<std::int64_t>(2 * live_high_water_bytes));
     INFO(race_report());
     CHECK(simcuda_race_count() == 0);
   }
