@@ -184,65 +184,46 @@ TEST_CASE("move budget: a churning loop settles at zero device calls, moves neve
   CHECK(churning_without_budget > 0);
 }
 
-TEST_CASE("a huge request that would set a new peak takes the shared range's free pages", "[growth]") {
-  // 40 MiB of ordinary blocks, freed: their pages stay mapped as free pages. A huge request
-  // of each size below then fits in them: it must not add a mapping of its own on top.
-  for (std::size_t huge_bytes : {10 * kMiB, 24 * kMiB, 38 * kMiB}) {
-    INFO("huge " << huge_bytes);
-    reset_simcuda();
-    core::cache_settings settings;
-    settings.conf.dedicated_mapping_threshold_bytes = 8 * kMiB;
-    auto instance = make_simcuda_allocator(settings);
-    core::device_cache& cache = instance->device(0);
-    std::vector<void*> blocks;
-    for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(4 * kMiB, 0, nullptr));
-    for (void* b : blocks) instance->deallocate(b);
-    const std::int64_t reserved_before = cache.stats().reserved_bytes[pool_all].current;
-    void* huge = instance->allocate(huge_bytes, 0, nullptr);
-    REQUIRE(huge != nullptr);
-    fill_pattern(huge, huge_bytes, 77);
-    const device_stats stats = cache.stats();
-    CHECK(stats.reserved_bytes[pool_all].peak <= reserved_before);
-    CHECK(check_pattern(huge, huge_bytes, 77));
-    check_consistency(cache.snapshot(), stats);
-    instance->deallocate(huge);
-    INFO(race_report());
-    CHECK(simcuda_race_count() == 0);
-  }
-}
-
 TEST_CASE("a huge request takes idle free pages of the shared range before a mapping of its own", "[growth]") {
-  // A huge block P and 40 MiB of ordinary blocks live at once set the high-water mark; all
-  // are freed. A huge request H that no cached mapping fits exactly but the 40 MiB of free
-  // pages can hold must use them: neither P's mapping nor the free pages are given back,
-  // and no device call is made. (Giving P back to map H below the mark left both kinds of
-  // memory taking turns in loops: one released and re-created every step.)
-  for (std::size_t huge_bytes : {10 * kMiB, 24 * kMiB, 38 * kMiB}) {
-    INFO("huge " << huge_bytes);
-    reset_simcuda();
-    core::cache_settings settings;
-    settings.conf.dedicated_mapping_threshold_bytes = 8 * kMiB;
-    auto instance = make_simcuda_allocator(settings);
-    core::device_cache& cache = instance->device(0);
-    std::vector<void*> blocks;
-    for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(4 * kMiB, 0, nullptr));
-    void* other_huge = instance->allocate(64 * kMiB, 0, nullptr);
-    REQUIRE(other_huge != nullptr);
-    for (void* b : blocks) instance->deallocate(b);
-    instance->deallocate(other_huge);
-    const std::int64_t reserved_before = cache.stats().reserved_bytes[pool_all].current;
-    const std::int64_t calls_before = device_calls(cache);
-    void* huge = instance->allocate(huge_bytes, 0, nullptr);
-    REQUIRE(huge != nullptr);
-    fill_pattern(huge, huge_bytes, 78);
-    const device_stats stats = cache.stats();
-    CHECK(device_calls(cache) == calls_before);
-    CHECK(stats.reserved_bytes[pool_all].current == reserved_before);
-    CHECK(check_pattern(huge, huge_bytes, 78));
-    check_consistency(cache.snapshot(), stats);
-    instance->deallocate(huge);
-    INFO(race_report());
-    CHECK(simcuda_race_count() == 0);
+  // 40 MiB of ordinary blocks, freed: their pages stay mapped as free pages. A huge request
+  // of each size below fits in them, and must take them: no device call, reserved memory
+  // unchanged. Without another huge block the request would set a new peak with a mapping
+  // of its own (it would leave the free pages idle at that peak). With a 64 MiB huge block
+  // P live beside the ordinary ones and freed too, the mark is high enough for a mapping
+  // below it, and P's cached mapping fits no request exactly: giving P back to map the
+  // request left both kinds of memory taking turns in loops, one released and re-created
+  // every step.
+  for (bool other_huge : {false, true}) {
+    for (std::size_t huge_bytes : {10 * kMiB, 24 * kMiB, 38 * kMiB}) {
+      INFO("huge " << huge_bytes << (other_huge ? " after another huge block" : ""));
+      reset_simcuda();
+      core::cache_settings settings;
+      settings.conf.dedicated_mapping_threshold_bytes = 8 * kMiB;
+      auto instance = make_simcuda_allocator(settings);
+      core::device_cache& cache = instance->device(0);
+      std::vector<void*> blocks;
+      for (int i = 0; i < 10; ++i) blocks.push_back(instance->allocate(4 * kMiB, 0, nullptr));
+      if (other_huge) blocks.push_back(instance->allocate(64 * kMiB, 0, nullptr));
+      for (void* b : blocks) {
+        REQUIRE(b != nullptr);
+        instance->deallocate(b);
+      }
+      const std::int64_t reserved_before = cache.stats().reserved_bytes[pool_all].current;
+      const std::int64_t peak_before = cache.stats().reserved_bytes[pool_all].peak;
+      const std::int64_t calls_before = device_calls(cache);
+      void* huge = instance->allocate(huge_bytes, 0, nullptr);
+      REQUIRE(huge != nullptr);
+      fill_pattern(huge, huge_bytes, 77);
+      const device_stats stats = cache.stats();
+      CHECK(device_calls(cache) == calls_before);
+      CHECK(stats.reserved_bytes[pool_all].current == reserved_before);
+      CHECK(stats.reserved_bytes[pool_all].peak == peak_before);
+      CHECK(check_pattern(huge, huge_bytes, 77));
+      check_consistency(cache.snapshot(), stats);
+      instance->deallocate(huge);
+      INFO(race_report());
+      CHECK(simcuda_race_count() == 0);
+    }
   }
 }
 
