@@ -46,9 +46,10 @@ namespace fragless::core {
 //  - when its mapping would set a new peak while the shared range has a free page: a
 //    mapping of its own would leave those pages idle at the new peak.
 // Measured on 1,000 corpus seeds per family (five repetitions): seeds making device calls
-// in the last pass where PyTorch's allocator makes none 1,152 -> 678 (huge-tensors 345 ->
-// 43, dynamic shapes 162 -> 52), their calls 111,278 -> 66,532; first-pass calls +1.9 %;
-// the ideal's geometric mean 1.0225x -> 1.0226x. The earlier rule (a mapping of its own
+// in the last pass where PyTorch's allocator makes none 1,152 -> 680 (huge-tensors 345 ->
+// 43, dynamic shapes 162 -> 52), their calls 111,278 -> 66,618; first-pass calls +1.9 %;
+// estimated steady-pass time 1.58x -> 1.32x PyTorch's; the ideal's geometric mean 1.023x
+// either way (the README's corpus tables). The earlier rule (a mapping of its own
 // whenever it stayed below the mark) left 376 seeds re-creating mappings every step.
 void vmm_pool::make_room_for_growth(std::size_t bytes) noexcept {
   while (dedicated_cached_bytes_ != 0 && reserved_bytes() + bytes > reserved_high_water_bytes_) {
