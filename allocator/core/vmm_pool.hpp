@@ -187,6 +187,10 @@ class vmm_pool final : public large_pool {
     bool in_use;
     stream_set streams;  // while cached: streams that may still touch it
     std::uint32_t free_since_epoch = 0;
+    // Cached, wholly mapped and of exactly `rounded_bytes`: a request of that size reuses it.
+    bool fits_exactly(std::size_t rounded_bytes) const noexcept {
+      return !in_use && bytes == rounded_bytes && range_bytes == rounded_bytes;
+    }
   };
   std::map<std::uintptr_t, dedicated_mapping> dedicated_;
   std::size_t dedicated_bytes_ = 0;         // all dedicated mappings

@@ -36,7 +36,7 @@ namespace fragless::core {
 // page (huge_block_goes_shared). Otherwise it is placed in the shared range like any
 // block, taking free pages (moves and creations, Note [Page moves]) at one map call per
 // chunk rather than per mapping:
-//  - when the shared range's cached free pages could hold it: idle memory is used before
+//  - when the shared range's cached free pages could hold it: free memory is used before
 //    new memory is made beside it;
 //  - when a mapping of its own would stay below the mark: that memory is there to be
 //    reused, and as a mapping only a request of this exact size could reuse it -- while
@@ -69,9 +69,9 @@ void vmm_pool::make_room_for_growth(std::size_t bytes) noexcept {
 bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
   const std::size_t bytes = round_up(size_bytes, pages_.page_bytes());
   for (const auto& [base, mapping] : dedicated_)
-    if (!mapping.in_use && mapping.bytes == bytes && mapping.range_bytes == bytes) return false;  // reused in place
-  const bool idle_pages_hold_it = pages_.cached_free_pages().size() * pages_.page_bytes() >= bytes;
-  if (idle_pages_hold_it || reserved_bytes() + bytes <= reserved_high_water_bytes_) return true;
+    if (mapping.fits_exactly(bytes)) return false;  // reused in place
+  const bool free_pages_hold_it = pages_.cached_free_pages().size() * pages_.page_bytes() >= bytes;
+  if (free_pages_hold_it || reserved_bytes() + bytes <= reserved_high_water_bytes_) return true;
   const std::size_t cached_before_bytes = dedicated_cached_bytes_;
   make_room_for_growth(bytes);
   return dedicated_cached_bytes_ != cached_before_bytes || !pages_.cached_free_pages().empty();

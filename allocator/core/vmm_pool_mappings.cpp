@@ -42,7 +42,7 @@ namespace fragless::core {
 bool vmm_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t* address,
                                backend::status* result) noexcept {
   for (auto& [base, mapping] : dedicated_) {
-    if (mapping.in_use || mapping.bytes != bytes || mapping.range_bytes != bytes) continue;
+    if (!mapping.fits_exactly(bytes)) continue;
     if (wait_forbidden(mapping.streams, stream)) continue;
     try {
       *result = order_after_streams(free_range{base, bytes, 0, mapping.streams}, stream);

@@ -184,7 +184,7 @@ TEST_CASE("move budget: a churning loop settles at zero device calls, moves neve
   CHECK(churning_without_budget > 0);
 }
 
-TEST_CASE("a huge request takes idle free pages of the shared range before a mapping of its own", "[growth]") {
+TEST_CASE("a huge request takes the shared range's free pages before a mapping of its own", "[growth]") {
   // 40 MiB of ordinary blocks, freed: their pages stay mapped as free pages. A huge request
   // of each size below fits in them, and must take them: no device call, reserved memory
   // unchanged. Without another huge block the request would set a new peak with a mapping
