@@ -61,11 +61,15 @@ namespace fragless::core {
 //    before the plan and the planned ones overlap the least. The large pool then reserves
 //    one address range of the plan's span (a free-index segment of its own, which
 //    ordinary placement never uses) and places the k-th request of each step at its
-//    planned offset, after the usual stream ordering (Note [Stream reuse]). The range's
-//    pages are filled by moving the loop's old pages in (no growth), are never taken by
-//    page moves, and stay mapped from step to step: a loop whose plan fits makes no
-//    map/unmap call from its first fully planned step on. The step that hands over moves
-//    pages as before.
+//    planned offset, after the usual stream ordering (Note [Stream reuse]). The range lies
+//    where it covers the most cached free pages (the window of its span, inside one free
+//    range, holding the most; the top of the free address space when none holds any), so
+//    that it starts on the loop's own pages. The pages it lacks are moved in from the
+//    loop's old pages (no growth); its pages are never taken by page moves and stay mapped
+//    from step to step: a loop whose plan fits makes no map/unmap call from its first
+//    fully planned step on. The step that hands over moves only what the range lacked. (At
+//    the top of the free space always, a block kept above the loop's pages put the range
+//    past it, and the hand-over moved every page in: docs/compaction.md.)
 //  - Deviation: another size or stream, a free out of order, a planned place still in
 //    use or a device failure abandons the plan: the request is placed as usual, the
 //    range returns to ordinary placement at once (its live blocks stay where they are)

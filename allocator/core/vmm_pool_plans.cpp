@@ -1,5 +1,6 @@
-// The large pool's side of loop plans: the plan's address range and placing blocks at
-// their planned offsets (Note [Loop plans] in loop_plan.hpp).
+// The large pool's side of loop plans: the plan's address range (over the most cached free
+// pages there are, so the loop's own pages serve it) and placing blocks at their planned
+// offsets (Note [Loop plans] in loop_plan.hpp).
 // Invariant: the plan's range is one free-index segment of its own (kPlanSegmentId), so
 // ordinary placement and coalescing never cross its edges; it exists only while the plan
 // places blocks (an abandoned plan's range returns to segment 0 at once).
@@ -21,17 +22,71 @@ backend::status vmm_pool::allocate_planned(std::uintptr_t address, std::size_t s
   return result;
 }
 
+// Note [Loop plans]: the window of `span_bytes` inside one free range of segment 0 that
+// covers the most cached free pages; nullopt when no window covers any.
+std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::plan_range_over_free_pages(
+    std::size_t span_bytes) const {
+  const page_set& cached = pages_.cached_free_pages();
+  if (cached.empty()) return std::nullopt;
+  std::vector<std::size_t> cached_pages;  // ascending
+  cached_pages.reserve(cached.size());
+  for (std::size_t page = cached.highest_below(page_set::npos); page != page_set::npos;
+       page = cached.highest_below(page))
+    cached_pages.push_back(page);
+  std::reverse(cached_pages.begin(), cached_pages.end());
+  const std::size_t page_bytes = pages_.page_bytes();
+  const std::size_t span_pages = span_bytes / page_bytes;
+  // Cached pages in [first, first + span_pages).
+  auto covered = [&](std::size_t first) {
+    auto begin = std::lower_bound(cached_pages.begin(), cached_pages.end(), first);
+    return static_cast<std::size_t>(std::lower_bound(begin, cached_pages.end(), first + span_pages) - begin);
+  };
+  std::optional<std::pair<std::uintptr_t, free_range>> best;
+  std::size_t best_covered = 0;
+  index_.for_each([&](const free_range& range) {
+    const std::uintptr_t lowest_base = round_up(range.address, page_bytes);
+    if (range.segment_id != 0 || lowest_base + span_bytes > range.address + range.size_bytes) return;
+    // The windows inside the range start at pages `lowest` to `highest`.
+    const std::size_t lowest = pages_.first_page(lowest_base);
+    const std::size_t highest = pages_.first_page(range.address + range.size_bytes - span_bytes);
+    auto consider = [&](std::size_t first) {
+      const std::size_t count = covered(first);
+      if (count > best_covered) {
+        best_covered = count;
+        best = std::make_pair(pages_.page_address(first), range);
+      }
+    };
+    // The best window starts at a cached page, or is the last the range holds (for the
+    // cached pages near its end).
+    for (auto page = std::lower_bound(cached_pages.begin(), cached_pages.end(), lowest);
+         page != cached_pages.end() && *page <= highest; ++page)
+      consider(*page);
+    consider(highest);
+  });
+  return best;
+}
+
 void vmm_pool::start_plan() noexcept {
   const std::size_t span_bytes = round_up(plan_.plan_span_bytes(), pages_.page_bytes());
-  std::optional<free_range> top = plan_range_bytes_ == 0 ? index_.highest() : std::nullopt;
-  const std::uintptr_t base = top ? round_up(top->address, pages_.page_bytes()) : 0;
-  if (!top || top->segment_id != 0 || span_bytes == 0 || base + span_bytes > top->address + top->size_bytes) {
+  std::optional<std::pair<std::uintptr_t, free_range>> place;
+  try {
+    if (plan_range_bytes_ == 0 && span_bytes != 0) place = plan_range_over_free_pages(span_bytes);
+  } catch (...) {
+    // no host memory for the page list: the top of the free address space, as below
+  }
+  if (!place && plan_range_bytes_ == 0) {
+    std::optional<free_range> top = index_.highest();
+    if (top) place = std::make_pair(round_up(top->address, pages_.page_bytes()), *top);
+  }
+  if (!place || place->second.segment_id != 0 || span_bytes == 0 ||
+      place->first + span_bytes > place->second.address + place->second.size_bytes) {
     plan_.reject();  // no address space (or an earlier range could not be dissolved)
     return;
   }
+  const std::uintptr_t base = place->first;
   try {
     index_.carve(base, span_bytes);
-    index_.insert(free_range{base, span_bytes, kPlanSegmentId, top->streams});
+    index_.insert(free_range{base, span_bytes, kPlanSegmentId, place->second.streams});
   } catch (...) {
     plan_.reject();
     return;
