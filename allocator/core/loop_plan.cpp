@@ -125,6 +125,7 @@ std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id str
                                            std::int64_t churn_bytes) noexcept {
   const std::uint64_t sequence = next_sequence_++;
   if (!enabled_) return sequence;
+  latest_churn_bytes_ = churn_bytes;
   const loop_token token{size_bytes, 0, stream};
   if (active_) {
     // A request the plan placed elsewhere (its planned place was still in use) is a deviation.
@@ -146,6 +147,7 @@ bool loop_plan::recording(std::int64_t churn_bytes) noexcept {
 
 void loop_plan::record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept {
   if (!enabled_) return;
+  latest_churn_bytes_ = churn_bytes;
   const loop_token token{0, next_sequence_ - sequence, nullptr};
   if (active_) {
     follow(token);
@@ -161,7 +163,25 @@ void loop_plan::follow(const loop_token& token) noexcept {
   }
   if (placing_ && plan_[phase_].offset_bytes >= 0) ++counters_.planned_allocations;
   phase_ = phase_ + 1 == plan_.size() ? 0 : phase_ + 1;
-  if (!placing_ && phase_ == start_phase_) pending_ = true;
+  if (placing_ || phase_ != start_phase_) return;
+  if (postponed_) {
+    postponed_ = false;
+    if (latest_churn_bytes_ == churn_when_postponed_bytes_) {
+      // The step moved nothing: the loop settled by itself. Not a failure.
+      active_ = false;
+      plan_.clear();
+      clear_log();
+      return;
+    }
+    ++moving_steps_seen_;
+  }
+  pending_ = true;
+}
+
+void loop_plan::postpone() noexcept {
+  pending_ = false;
+  postponed_ = true;
+  churn_when_postponed_bytes_ = latest_churn_bytes_;
 }
 
 void loop_plan::activate() noexcept {
@@ -266,6 +286,9 @@ void loop_plan::look_for_step() {
     active_ = true;
     phase_ = 0;
     pending_ = start_phase_ == 0;
+    postponed_ = false;
+    step_churn_bytes_ = step_churn_bytes;
+    moving_steps_seen_ = moving_steps_;
   } else {
     ++counters_.plans_rejected;
     // Only the layout is costly to redo; the other checks may pass one step later, with

@@ -35,10 +35,9 @@ namespace fragless::core {
 //  - Building: the step is the tokens since that window. It is planned only if it is
 //    closed -- every block made in it is freed within one step (a parameter or a cache
 //    that outlives a step is never in a plan; it stays placed as usual) -- and it moved
-//    pages, as did the step before it (a loop that makes no device call keeps its layout;
-//    one that only creates pages is still growing, and one whose moves stop after its
-//    second step is still settling: re-laying those out would cost a step of moves for
-//    nothing). Blocks
+//    pages (a loop that makes no device call keeps its layout; one that only creates
+//    pages is still growing). Whether it is still settling is decided at its start (see
+//    Following). Blocks
 //    are laid out largest first, each in the smallest gap among the already placed blocks
 //    whose lifetimes meet its own (lifetimes wrap around the step's end), in two orders
 //    (earlier start first, longer lifetime first); the narrower layout is taken if its
@@ -70,6 +69,13 @@ namespace fragless::core {
 //    fully planned step on. The step that hands over moves only what the range lacked. (At
 //    the top of the free space always, a block kept above the loop's pages put the range
 //    past it, and the hand-over moved every page in: docs/compaction.md.)
+//    A loop whose moves stop after a step or two is settling, and a plan would cost it a
+//    hand-over for nothing. So a plan starts at once only when its hand-over moves no
+//    more than the step it was built from churned: that step costs no more than an
+//    unplanned one. A dearer plan waits one step: it starts if that step moves pages too,
+//    and is dropped (not a failure) if it moves none. Plans used to wait for a second
+//    moving step every time; on the corpus the hand-over then fell in the fifth
+//    repetition, and the steady pass of 134 more seeds made calls (docs/compaction.md).
 //  - Deviation: another size or stream, a free out of order, a planned place still in
 //    use or a device failure abandons the plan: the request is placed as usual, the
 //    range returns to ordinary placement at once (its live blocks stay where they are)
@@ -108,8 +114,10 @@ class loop_plan {
   static constexpr std::size_t kWindowTokens = 32;
   static constexpr std::size_t kMaxLogTokens = std::size_t{1} << 17;
   static constexpr std::size_t kRememberedRejections = 16;
-  // Consecutive steps that moved pages before a step is planned.
-  static constexpr int kMovingStepsBeforePlan = 2;
+  // Consecutive steps that moved pages before a step is planned, and before a plan whose
+  // hand-over moves more than one step's churn starts (Note [Loop plans]).
+  static constexpr int kMovingStepsBeforePlan = 1;
+  static constexpr int kMovingStepsBeforeCostlyHandOver = 2;
   // The shortest step planned (Note [Loop plans]): four allocations and their frees.
   static constexpr std::size_t kMinStepTokens = 8;
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
@@ -142,6 +150,12 @@ class loop_plan {
   // The caller reserved the range (activate) or could not (reject).
   void activate() noexcept;
   void reject() noexcept;
+  // Note [Loop plans]: what the step the plan was built from churned, in bytes; whether a
+  // second moving step confirmed it; postpone() waits one more step for that (the plan
+  // is dropped, not failed, if that step moves nothing).
+  std::size_t step_churn_bytes() const noexcept { return step_churn_bytes_; }
+  bool confirmed() const noexcept { return moving_steps_seen_ >= kMovingStepsBeforeCostlyHandOver; }
+  void postpone() noexcept;
   // Blocks are being placed by the plan (its range must exist).
   bool active() const noexcept { return placing_; }
   // Leaves the active plan (a deviation the caller saw); recording starts again.
@@ -197,6 +211,11 @@ class loop_plan {
   std::size_t span_bytes_ = 0;
   std::size_t phase_ = 0;        // index of the next expected token
   std::size_t start_phase_ = 0;  // placing starts here: the step's least live bytes
+  std::size_t step_churn_bytes_ = 0;        // churn of the step the plan was built from
+  int moving_steps_seen_ = 0;               // moving steps behind the plan
+  bool postponed_ = false;                  // waiting one step for a second moving step
+  std::int64_t churn_when_postponed_bytes_ = 0;
+  std::int64_t latest_churn_bytes_ = 0;     // the pool's churn at the latest event
   bool active_ = false;          // events are compared with the plan
   bool pending_ = false;         // at start_phase_, waiting for activate()/reject()
   bool placing_ = false;         // blocks are placed by the plan

@@ -84,6 +84,13 @@ void vmm_pool::start_plan() noexcept {
     return;
   }
   const std::uintptr_t base = place->first;
+  // A hand-over that moves more than the step churned waits for a second moving step.
+  const std::size_t missing_bytes =
+      pages_.unmapped_pages(base, span_bytes, SIZE_MAX) * pages_.page_bytes();
+  if (!plan_.confirmed() && missing_bytes > plan_.step_churn_bytes()) {
+    plan_.postpone();
+    return;
+  }
   try {
     index_.carve(base, span_bytes);
     index_.insert(free_range{base, span_bytes, kPlanSegmentId, place->second.streams});
