@@ -119,6 +119,9 @@ class device_cache {
   void release_above_threshold_locked() noexcept;
   // After a large free or a slab's return: the release threshold and automatic compaction.
   void release_after_free_locked() noexcept;
+  // Note [Loop plans]: gives a plan about to choose its range the empty slabs the small
+  // pool keeps, when the large pool asks.
+  void give_plan_room_locked() noexcept;
   void process_pending_locked(bool device_synchronized) noexcept;
   // Completes the entries of `pending` whose events completed (all of them when the device
   // was synchronized): releases their events, calls complete(entry), keeps the others in

@@ -60,6 +60,7 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     large_->release_cached(0);
   }
   if (result == backend::status::ok) {
+    give_plan_room_locked();
     release_above_threshold_locked();
     compact_if_due_locked();
   }
@@ -113,10 +114,22 @@ void device_cache::release_above_threshold_locked() noexcept {
 
 // Holds device_mutex_. The slow-path point after a large free or a slab's return.
 void device_cache::release_after_free_locked() noexcept {
+  give_plan_room_locked();
   if (settings_.conf.release_threshold_bytes == unlimited_bytes && settings_.conf.compact_threshold_bytes == unlimited_bytes) return;
   release_above_threshold_locked();
   compact_if_due_locked();
   account_device_locked();
+}
+
+// Holds device_mutex_. Note [Loop plans]: the empty slabs the small pool keeps as a cache
+// lie wherever best fit put them, and between two steps of a loop they are often all that
+// is live there: they would split the free space a plan's range needs over the loop's own
+// pages. settle_locked gives them back (and settles what completed); the large pool then
+// chooses the range.
+void device_cache::give_plan_room_locked() noexcept {
+  if (!large_->plan_wants_room()) return;
+  settle_locked(false);
+  large_->room_given();
 }
 
 void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {

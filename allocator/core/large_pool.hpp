@@ -96,6 +96,10 @@ class large_pool {
 
   // Note [Loop plans] (VMM mode only): the plan's counters; all zero in cudaMalloc mode.
   virtual const loop_plan_counters& loop_plan_counts() const noexcept;
+  // Note [Loop plans] (VMM mode only): a plan about to start wants the owner's empty slabs
+  // back first; room_given() says they were returned, and the plan starts or waits.
+  virtual bool plan_wants_room() const noexcept { return false; }
+  virtual void room_given() noexcept {}
   // Allocations made while one exists are neither recorded nor planned (slabs).
   class unplanned_scope {
    public:

@@ -63,8 +63,13 @@ namespace fragless::core {
 //    planned offset, after the usual stream ordering (Note [Stream reuse]). The range lies
 //    where it covers the most cached free pages (the window of its span, inside one free
 //    range, holding the most; the top of the free address space when none holds any), so
-//    that it starts on the loop's own pages. The pages it lacks are moved in from the
-//    loop's old pages (no growth); its pages are never taken by page moves and stay mapped
+//    that it starts on the loop's own pages. Before choosing, the pool has its owner give
+//    back the empty slabs the small pool keeps as a cache: best fit put them anywhere, and
+//    between two steps they are often all that is live there, splitting the free space
+//    the range needs. The pages the range lacks are moved in from the loop's old pages; a
+//    run no cached chunk fits (each is larger than the room there) releases an idle one
+//    outside the range before its pages are created, so the hand-over does not grow
+//    reserved memory. The range's pages are never taken by page moves and stay mapped
 //    from step to step: a loop whose plan fits makes no map/unmap call from its first
 //    fully planned step on. The step that hands over moves only what the range lacked. (At
 //    the top of the free space always, a block kept above the loop's pages put the range

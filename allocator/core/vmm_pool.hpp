@@ -56,6 +56,8 @@ class vmm_pool final : public large_pool {
   bool rename_stream(stream_id from, stream_id to) override;
   void advance_epoch() noexcept override { pages_.advance_epoch(); }
   const loop_plan_counters& loop_plan_counts() const noexcept override { return plan_.counters(); }
+  bool plan_wants_room() const noexcept override { return plan_wants_room_; }
+  void room_given() noexcept override;
   std::size_t reserved_bytes() const noexcept override { return pages_.mapped_bytes() + dedicated_bytes_; }
   std::size_t device_segment_count() const noexcept override { return pages_.mapped_run_count() + dedicated_.size(); }
   std::size_t cached_free_bytes() const noexcept override { return mapped_cached_bytes(); }
@@ -123,6 +125,9 @@ class vmm_pool final : public large_pool {
   // Moves a whole idle cached free chunk to page `at` (Note [Physical chunks]).
   bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
                          backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Note [Loop plans]: gives back one idle cached chunk outside pages [first, end) and the
+  // plan's range (before a planned run's pages are created).
+  void release_chunk_outside_plan(std::size_t first, std::size_t end) noexcept;
   // Is every free range over the chunk at `head` one no stream can still touch?
   bool make_chunk_idle(std::size_t head) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
@@ -179,6 +184,8 @@ class vmm_pool final : public large_pool {
   loop_plan plan_;
   std::uintptr_t plan_base_ = 0;
   std::size_t plan_range_bytes_ = 0;  // 0: no range
+  bool plan_wants_room_ = false;      // waiting for the owner's empty slabs
+  bool room_given_ = false;           // they were just given: choose the range
   std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
   // Note [Dedicated mappings], Note [Stitching]: base -> mapping.
   struct dedicated_mapping {

@@ -252,7 +252,38 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   }
   if (create_first) return created;  // no second create after a refusal
   make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
+  // Note [Loop plans]: a planned run that no cached chunk fits (each is larger than the
+  // room there) takes the memory of one instead, so that the hand-over does not grow.
+  if (move_first && at != SIZE_MAX && in_plan_range(pages_.page_address(at))) release_chunk_outside_plan(first, end);
   return create_physical_chunk(create_pages, handle, chunk_pages);
+}
+
+// Note [Loop plans]: unmaps and releases the highest idle cached free chunk that overlaps
+// neither pages [first, end) nor the plan's range.
+void vmm_pool::release_chunk_outside_plan(std::size_t first, std::size_t end) noexcept {
+  const auto& cached = pages_.cached_free_pages();
+  const std::size_t plan_first = pages_.first_page(plan_base_);
+  const std::size_t plan_end = pages_.end_page(plan_base_, plan_range_bytes_);
+  int inspected = 0;
+  for (std::size_t candidate = cached.highest_below(page_set::npos);
+       candidate != page_set::npos && inspected < kMoveCandidates;) {
+    const std::size_t head = pages_.chunk_head(candidate);
+    const std::size_t count = pages_.chunk_pages(head);
+    candidate = cached.highest_below(head);
+    if ((head < plan_end && head + count > plan_first) || (head < end && head + count > first)) continue;
+    if (!pages_.chunk_free(head)) continue;
+    ++inspected;
+    if (!make_chunk_idle(head)) continue;
+    const std::uintptr_t address = pages_.page_address(head);
+    const std::size_t bytes = count * pages_.page_bytes();
+    const std::int64_t start = now_ns();
+    if (backend_.unmap(device_, address, bytes) != backend::status::ok) continue;
+    counters_.unmap_ns += now_ns() - start;
+    ++counters_.unmap;
+    notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
+    release_handle(pages_.set_unmapped(head));
+    return;
+  }
 }
 
 backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,

@@ -1,8 +1,8 @@
 // Loop plans on simcuda (Note [Loop plans]): a two-stream loop whose step touches more
 // pages than its peak settles at zero device calls with a plan (and keeps moving pages
 // without one), every block's data survives, the race oracle stays at zero, a plan's
-// range lies over the loop's own pages even below a block kept across steps, and a
-// deviation leaves the plan without losing memory or consistency.
+// range lies over the loop's own pages even below a block kept across steps or an empty
+// slab, and a deviation leaves the plan without losing memory or consistency.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -84,10 +84,12 @@ std::int64_t device_calls(const device_stats& stats) {
 
 // Runs `steps` steps of `shape`; in step `deviate_at` block 10 is 512 KiB larger. Every
 // block is written on its stream by a kernel and carries a pattern checked when it is freed.
-// `fence_bytes` > 0: before the loop, a block of 1 MiB is placed `fence_bytes` into the
-// range and kept to the end, so the loop's pages lie below it.
+// `fence_bytes` > 0: before the loop, a block of `fence_block_bytes` is placed
+// `fence_bytes` into the range and kept to the end, so the loop's pages lie mostly below
+// it. A small block is freed at once instead: its slab stays, empty, as the small pool's
+// cache of its class.
 loop_result run_loop(const core::cache_settings& settings, const step_shape& shape, int steps,
-                     int deviate_at = -1, std::size_t fence_bytes = 0) {
+                     int deviate_at = -1, std::size_t fence_bytes = 0, std::size_t fence_block_bytes = kMiB) {
   reset_simcuda();
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
@@ -95,8 +97,12 @@ loop_result run_loop(const core::cache_settings& settings, const step_shape& sha
   void* fence = nullptr;
   if (fence_bytes > 0) {
     void* below = instance->allocate(fence_bytes, 0, streams[0]);
-    fence = instance->allocate(kMiB, 0, streams[0]);
+    fence = instance->allocate(fence_block_bytes, 0, streams[0]);
     instance->deallocate(below);
+    if (fence_block_bytes <= core::kSmallLimitBytes) {
+      instance->deallocate(fence);
+      fence = nullptr;
+    }
   }
   loop_result result;
   for (int step = 0; step < steps; ++step) {
@@ -184,6 +190,27 @@ TEST_CASE("a plan's range lies over the loop's own free pages, so its hand-over 
   // fence's own page and the allowance's few pages.
   INFO("peak reserved " << planned.peak_reserved_bytes);
   CHECK(planned.peak_reserved_bytes <= static_cast<std::int64_t>(60 * kPage));
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("a plan's range is not split by the small pool's empty slabs", "[loop_plans]") {
+  // An empty slab (the small pool's cache of its class) sits 60 MiB into the range, among
+  // the loop's pages: the plan's span (55 pages) fits below it only once it is given back.
+  const step_shape shape = rounds_among_steady_blocks(24);
+  core::cache_settings settings;
+  settings.exact_start_allocations = 0;  // small blocks go to slabs at once (Note [Exact start])
+  const loop_result planned = run_loop(settings, shape, 8, -1, 60 * kMiB, 4096);
+  std::string calls;
+  for (std::int64_t step_calls : planned.calls_per_step) calls += std::to_string(step_calls) + " ";
+  INFO("calls per step: " << calls << "; page moves " << planned.stats.num_page_moves);
+  CHECK(planned.patterns_intact);
+  CHECK(planned.stats.num_loop_plans == 1);
+  CHECK(planned.stats.num_loop_plans_abandoned == 0);
+  REQUIRE(planned.calls_per_step[1] > 0);
+  for (std::size_t step = 2; step < planned.calls_per_step.size(); ++step)
+    CHECK(planned.calls_per_step[step] <= planned.calls_per_step[1]);
+  CHECK(planned.calls_per_step.back() == 0);
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
 }
