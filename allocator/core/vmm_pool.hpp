@@ -146,6 +146,9 @@ class vmm_pool final : public large_pool {
   // only aged ones with pass.aged_only) while more than pass.bytes_to_keep bytes are
   // cached; `cached` is updated.
   void release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
+  // Unmaps the chunk at `head` (its pages become unmapped) and hands over its handle;
+  // false, with the chunk still mapped, when the device refused.
+  bool unmap_chunk(std::size_t head, backend::physical_handle* handle) noexcept;
   // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]).
   backend::status map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.

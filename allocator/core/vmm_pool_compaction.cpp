@@ -8,8 +8,6 @@
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 #include "core/log.hpp"
-#include "core/monotonic_clock.hpp"
-#include "core/segment_events.hpp"
 
 namespace fragless::core {
 
@@ -99,15 +97,12 @@ void vmm_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_ca
       }
     }
     const std::size_t bytes = count * pages_.page_bytes();
-    const std::int64_t start = now_ns();
-    if (backend_.unmap(device_, address, bytes) != backend::status::ok) {
+    backend::physical_handle handle = 0;
+    if (!unmap_chunk(head, &handle)) {
       ++failed_unmaps;  // the chunk stays mapped and cached; a later pass tries again
       continue;
     }
-    counters_.unmap_ns += now_ns() - start;
-    ++counters_.unmap;
-    notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
-    release_handle(pages_.set_unmapped(head));
+    release_handle(handle);
     *mapped_cached -= std::min(*mapped_cached, bytes);
     *unmapped_pages += count;
   }

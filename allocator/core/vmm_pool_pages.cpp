@@ -274,14 +274,9 @@ void vmm_pool::release_chunk_outside_plan(std::size_t first, std::size_t end) no
     if (!pages_.chunk_free(head)) continue;
     ++inspected;
     if (!make_chunk_idle(head)) continue;
-    const std::uintptr_t address = pages_.page_address(head);
-    const std::size_t bytes = count * pages_.page_bytes();
-    const std::int64_t start = now_ns();
-    if (backend_.unmap(device_, address, bytes) != backend::status::ok) continue;
-    counters_.unmap_ns += now_ns() - start;
-    ++counters_.unmap;
-    notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
-    release_handle(pages_.set_unmapped(head));
+    backend::physical_handle handle = 0;
+    if (!unmap_chunk(head, &handle)) continue;
+    release_handle(handle);
     return;
   }
 }
@@ -378,15 +373,8 @@ bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::siz
     if (!pages_.chunk_free(head)) continue;
     ++inspected;
     if (!make_chunk_idle(head)) continue;
-    const std::uintptr_t address = pages_.page_address(head);
-    const std::size_t bytes = count * pages_.page_bytes();
-    const std::int64_t start = now_ns();
-    if (backend_.unmap(device_, address, bytes) != backend::status::ok) continue;
-    counters_.unmap_ns += now_ns() - start;
-    ++counters_.unmap;
+    if (!unmap_chunk(head, handle)) continue;
     counters_.page_moves += static_cast<std::int64_t>(count);
-    notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
-    *handle = pages_.set_unmapped(head);
     *chunk_pages = count;
     return true;
   }
@@ -405,6 +393,18 @@ backend::status vmm_pool::map_chunk(std::size_t first, std::size_t count, backen
   note_growth();  // Note [Growth]
   notify_segment_event(device_, segment_event_kind::map, address, bytes);
   return backend::status::ok;
+}
+
+bool vmm_pool::unmap_chunk(std::size_t head, backend::physical_handle* handle) noexcept {
+  const std::uintptr_t address = pages_.page_address(head);
+  const std::size_t bytes = pages_.chunk_pages(head) * pages_.page_bytes();
+  const std::int64_t start = now_ns();
+  if (backend_.unmap(device_, address, bytes) != backend::status::ok) return false;
+  counters_.unmap_ns += now_ns() - start;
+  ++counters_.unmap;
+  notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
+  *handle = pages_.set_unmapped(head);
+  return true;
 }
 
 void vmm_pool::release_handle(backend::physical_handle handle) noexcept {
