@@ -12,7 +12,8 @@ page_map::page_map(std::uintptr_t base, std::size_t page_count, std::size_t page
       pages_(page_count),
       live_bytes_(page_count, 0),
       free_since_epoch_(page_count, 0),
-      cached_free_(page_count) {}
+      cached_free_(page_count),
+      mapped_(page_count) {}
 
 page_map::page_span page_map::span_of(std::uintptr_t address, std::size_t size_bytes) const noexcept {
   page_span span;
@@ -32,11 +33,9 @@ std::size_t page_map::mapped_neighbours(std::size_t index) const noexcept {
 
 std::size_t page_map::unmapped_pages(std::uintptr_t address, std::size_t size_bytes,
                                     std::size_t limit) const noexcept {
-  std::size_t count = 0;
+  const std::size_t first = first_page(address);
   const std::size_t end = end_page(address, size_bytes);
-  for (std::size_t index = first_page(address); index < end && count < limit; ++index)
-    if (!pages_[index].mapped) ++count;
-  return count;
+  return std::min(limit, end - first - mapped_.count_in(first, end));
 }
 
 void page_map::set_mapped(std::size_t first, std::size_t count, backend::physical_handle handle) {
@@ -45,6 +44,7 @@ void page_map::set_mapped(std::size_t first, std::size_t count, backend::physica
     page_state& target = pages_[index];
     assert(!target.mapped);
     target.mapped = true;
+    mapped_.insert(index);
     target.handle = handle;
     target.head_offset = static_cast<std::uint32_t>(index - first);
     target.chunk_pages = index == first ? static_cast<std::uint32_t>(count) : 0;
@@ -65,6 +65,7 @@ backend::physical_handle page_map::set_unmapped(std::size_t head) {
     page_state& target = pages_[index];
     assert(target.mapped && live_bytes_[index] == 0);
     target.mapped = false;
+    mapped_.erase(index);
     target.head_offset = 0;
     target.chunk_pages = 0;
     --mapped_count_;

@@ -4,7 +4,8 @@
 // unmapped only whole: Note [Physical chunks] in vmm_pool_pages.cpp) it belongs to, and
 // since which compaction epoch a cached page has been free (Note [Compaction]).
 // Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
-// cached_free = { mapped pages with zero live bytes }; mapped_count = |{mapped pages}|;
+// cached_free = { mapped pages with zero live bytes }; mapped (the bitmap that range scans
+// read a word of 64 pages at a time) = { mapped pages }; mapped_count = |{mapped pages}|;
 // mapped_run_count = number of maximal runs of consecutive mapped pages; the mapped pages
 // are partitioned into chunks, each a run [head, head + chunk_pages(head)) whose pages all
 // name the same head and handle.
@@ -35,8 +36,11 @@ class page_map {
   }
 
   bool is_mapped(std::size_t page) const noexcept { return pages_[page].mapped; }
-  // Unmapped pages touched by [address, address + size_bytes), counting stops at `limit`.
+  // Unmapped pages touched by [address, address + size_bytes), at most `limit` (a word of
+  // 64 pages at a time).
   std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
+  // The lowest unmapped page of [first, end), or end.
+  std::size_t first_unmapped(std::size_t first, std::size_t end) const noexcept { return mapped_.first_absent(first, end); }
   std::size_t live_bytes(std::size_t page) const noexcept { return live_bytes_[page]; }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 
@@ -101,6 +105,7 @@ class page_map {
   std::vector<std::uint32_t> live_bytes_;
   std::vector<std::uint32_t> free_since_epoch_;
   page_set cached_free_;
+  page_set mapped_;  // the same as pages_[p].mapped, for scans a word at a time
   std::size_t mapped_count_ = 0;
   std::size_t mapped_run_count_ = 0;
   std::uint32_t epoch_ = 0;

@@ -40,6 +40,23 @@ void page_set::erase_range(std::size_t first, std::size_t end) noexcept {
   }
 }
 
+std::size_t page_set::count_in(std::size_t first, std::size_t end) const noexcept {
+  std::size_t count = 0;
+  if (first >= end) return 0;
+  for (std::size_t index = first / 64; index <= (end - 1) / 64; ++index)
+    count += static_cast<std::size_t>(std::popcount(words_[index] & word_mask(index, first, end)));
+  return count;
+}
+
+std::size_t page_set::first_absent(std::size_t first, std::size_t end) const noexcept {
+  if (first >= end) return end;
+  for (std::size_t index = first / 64; index <= (end - 1) / 64; ++index) {
+    const std::uint64_t absent = ~words_[index] & word_mask(index, first, end);
+    if (absent != 0) return index * 64 + static_cast<std::size_t>(std::countr_zero(absent));
+  }
+  return end;
+}
+
 std::size_t page_set::highest_below(std::size_t limit) const noexcept {
   const std::size_t bound = std::min(limit, words_.size() * 64);
   if (size_ == 0 || bound == 0) return npos;

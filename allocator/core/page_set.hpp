@@ -50,6 +50,10 @@ class page_set {
   bool empty() const noexcept { return size_ == 0; }
   // The highest member below `limit` (npos: none); highest_below(npos) is the highest member.
   std::size_t highest_below(std::size_t limit) const noexcept;
+  // Members in [first, end), and the lowest page of [first, end) that is not one (end:
+  // none): a word of 64 pages at a time.
+  std::size_t count_in(std::size_t first, std::size_t end) const noexcept;
+  std::size_t first_absent(std::size_t first, std::size_t end) const noexcept;
 
  private:
   std::vector<std::uint64_t> words_;    // bit p % 64 of word p / 64: page p is a member

@@ -187,11 +187,7 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
                                               bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
-  for (std::size_t page = first; page < end;) {
-    if (pages_.is_mapped(page)) {
-      ++page;
-      continue;
-    }
+  for (std::size_t page = pages_.first_unmapped(first, end); page < end; page = pages_.first_unmapped(page, end)) {
     std::size_t run_end = page + 1;
     while (run_end < end && !pages_.is_mapped(run_end)) ++run_end;
     // Note [Physical chunks]: a page the block covers only in part is a chunk of its own.

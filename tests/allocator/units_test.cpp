@@ -208,7 +208,7 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
 // single pages and of ranges, over sizes around the word (64) and summary (4096)
 // boundaries, dense and sparse; after each batch, size, membership and the whole descending walk by highest_below must agree, and
 // highest_below from random limits must be the set's predecessor.
-TEST_CASE("page set agrees with std::set on random operations", "[page_set]") {
+TEST_CASE("page set agrees with std::set on random operations and range queries", "[page_set]") {
   std::mt19937_64 random(20261124);
   for (std::size_t page_count : {1u, 63u, 64u, 65u, 4095u, 4096u, 4097u, 20000u}) {
     for (int density : {2, 50, 1000}) {
@@ -250,6 +250,17 @@ TEST_CASE("page set agrees with std::set on random operations", "[page_set]") {
           const std::size_t expected = at == oracle.begin() ? page_set::npos : *std::prev(at);
           REQUIRE(set.highest_below(limit) == expected);
           if (limit < page_count) REQUIRE(set.contains(limit) == (oracle.count(limit) == 1));
+          // count_in / first_absent over [first, end), often across word boundaries.
+          const std::size_t first = random() % (page_count + 1);
+          const std::size_t end = std::min(page_count, first + random() % (random() % 2 ? 70 : 5000));
+          std::size_t members = 0;
+          std::size_t absent = end;
+          for (std::size_t page = first; page < end; ++page) {
+            if (oracle.count(page) == 1) ++members;
+            else if (absent == end) absent = page;
+          }
+          REQUIRE(set.count_in(first, end) == members);
+          REQUIRE(set.first_absent(first, end) == absent);
         }
       }
     }
