@@ -1,6 +1,7 @@
 // A set of page indices below a fixed bound, as a two-level bitmap: the page map's cached
 // free pages (page_map.hpp), which change on every allocation and free that empties or
-// first touches a page, and which page moves and compaction walk from the highest down.
+// first touches a page, and which page moves and compaction walk from the highest down;
+// and its mapped pages, which placement counts over a block's range a word at a time.
 // Invariant: summary bit w is set exactly when word w has a bit set; size() is the number
 // of bits set.
 // Why not std::set: a block of n pages inserted or erased n tree nodes (a heap allocation
