@@ -268,14 +268,15 @@ void loop_plan::look_for_step() {
     if (!(log_[newest - back].token == log_[previous - back].token)) return;  // a hash collision
   // The step is (previous, newest]; frees in it may reach one step further back.
   next_build_position_ = newest + step_tokens;
-  // Note [Loop plans]: only a loop that keeps moving pages, step after step, is planned.
+  // Note [Loop plans]: only a step that moved pages is planned; whether the loop keeps
+  // moving them is weighed when the plan starts (postpone()).
   if (log_[newest].churn_bytes == log_[previous].churn_bytes) {
     moving_steps_ = 0;
     return;
   }
   if (step_tokens != moving_step_tokens_) moving_steps_ = 0;
   moving_step_tokens_ = step_tokens;
-  if (++moving_steps_ < kMovingStepsBeforePlan) return;
+  ++moving_steps_;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
   const std::int64_t build_start_ns = now_ns();

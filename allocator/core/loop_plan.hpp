@@ -119,9 +119,8 @@ class loop_plan {
   static constexpr std::size_t kWindowTokens = 32;
   static constexpr std::size_t kMaxLogTokens = std::size_t{1} << 17;
   static constexpr std::size_t kRememberedRejections = 16;
-  // Consecutive steps that moved pages before a step is planned, and before a plan whose
-  // hand-over moves more than one step's churn starts (Note [Loop plans]).
-  static constexpr int kMovingStepsBeforePlan = 1;
+  // Consecutive steps that moved pages before a plan whose hand-over moves more than one
+  // step's churn starts (Note [Loop plans]; others start after one).
   static constexpr int kMovingStepsBeforeCostlyHandOver = 2;
   // The shortest step planned (Note [Loop plans]): four allocations and their frees.
   static constexpr std::size_t kMinStepTokens = 8;

@@ -26,8 +26,8 @@ page_map::page_span page_map::span_of(std::uintptr_t address, std::size_t size_b
 
 std::size_t page_map::mapped_neighbours(std::size_t index) const noexcept {
   std::size_t count = 0;
-  if (index > 0 && pages_[index - 1].mapped) ++count;
-  if (index + 1 < pages_.size() && pages_[index + 1].mapped) ++count;
+  if (index > 0 && mapped_.contains(index - 1)) ++count;
+  if (index + 1 < pages_.size() && mapped_.contains(index + 1)) ++count;
   return count;
 }
 
@@ -42,13 +42,11 @@ void page_map::set_mapped(std::size_t first, std::size_t count, backend::physica
   assert(count > 0 && first + count <= pages_.size());
   for (std::size_t index = first; index < first + count; ++index) {
     page_state& target = pages_[index];
-    assert(!target.mapped);
-    target.mapped = true;
+    assert(!mapped_.contains(index));
     mapped_.insert(index);
     target.handle = handle;
     target.head_offset = static_cast<std::uint32_t>(index - first);
     target.chunk_pages = index == first ? static_cast<std::uint32_t>(count) : 0;
-    ++mapped_count_;
     // A new page joins 0, 1 or 2 neighbouring runs: +1, 0 or -1 runs.
     mapped_run_count_ = mapped_run_count_ + 1 - mapped_neighbours(index);
     if (live_bytes_[index] == 0) {
@@ -59,16 +57,14 @@ void page_map::set_mapped(std::size_t first, std::size_t count, backend::physica
 }
 
 backend::physical_handle page_map::set_unmapped(std::size_t head) {
-  assert(pages_[head].mapped && pages_[head].head_offset == 0);
+  assert(mapped_.contains(head) && pages_[head].head_offset == 0);
   const std::size_t count = pages_[head].chunk_pages;
   for (std::size_t index = head; index < head + count; ++index) {
     page_state& target = pages_[index];
-    assert(target.mapped && live_bytes_[index] == 0);
-    target.mapped = false;
+    assert(mapped_.contains(index) && live_bytes_[index] == 0);
     mapped_.erase(index);
     target.head_offset = 0;
     target.chunk_pages = 0;
-    --mapped_count_;
     mapped_run_count_ = mapped_run_count_ + mapped_neighbours(index) - 1;
     cached_free_.erase(index);
   }
@@ -91,7 +87,7 @@ bool page_map::chunk_free(std::size_t head) const noexcept {
 // free; that was two fifths of a steady huge-tensor pass.)
 
 void page_map::add_live_page(std::size_t index, std::uint32_t bytes) noexcept {
-  assert(pages_[index].mapped);
+  assert(mapped_.contains(index));
   if (live_bytes_[index] == 0) cached_free_.erase(index);
   live_bytes_[index] += bytes;
 }
@@ -99,7 +95,7 @@ void page_map::add_live_page(std::size_t index, std::uint32_t bytes) noexcept {
 void page_map::remove_live_page(std::size_t index, std::uint32_t bytes) noexcept {
   assert(live_bytes_[index] >= bytes);
   live_bytes_[index] -= bytes;
-  if (live_bytes_[index] == 0 && pages_[index].mapped) {
+  if (live_bytes_[index] == 0 && mapped_.contains(index)) {
     cached_free_.insert(index);
     free_since_epoch_[index] = epoch_;
   }
@@ -128,7 +124,7 @@ void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {
   }
   live_total_bytes_ += size_bytes;
   live_high_water_bytes_ = std::max(live_high_water_bytes_, live_total_bytes_);
-  touched_high_water_pages_ = std::max(touched_high_water_pages_, mapped_count_ - cached_free_.size());
+  touched_high_water_pages_ = std::max(touched_high_water_pages_, mapped_.size() - cached_free_.size());
 }
 
 void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {

@@ -4,8 +4,8 @@
 // unmapped only whole: Note [Physical chunks] in vmm_pool_pages.cpp) it belongs to, and
 // since which compaction epoch a cached page has been free (Note [Compaction]).
 // Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
-// cached_free = { mapped pages with zero live bytes }; mapped (the bitmap that range scans
-// read a word of 64 pages at a time) = { mapped pages }; mapped_count = |{mapped pages}|;
+// cached_free = { mapped pages with zero live bytes }, a subset of mapped (a bitmap that
+// range scans read a word of 64 pages at a time);
 // mapped_run_count = number of maximal runs of consecutive mapped pages; the mapped pages
 // are partitioned into chunks, each a run [head, head + chunk_pages(head)) whose pages all
 // name the same head and handle.
@@ -35,7 +35,7 @@ class page_map {
     return (address + size_bytes - base_ + page_bytes_ - 1) / page_bytes_;
   }
 
-  bool is_mapped(std::size_t page) const noexcept { return pages_[page].mapped; }
+  bool is_mapped(std::size_t page) const noexcept { return mapped_.contains(page); }
   // Unmapped pages touched by [address, address + size_bytes), at most `limit` (a word of
   // 64 pages at a time).
   std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
@@ -69,19 +69,19 @@ class page_map {
   std::uint32_t epoch() const noexcept { return epoch_; }
   void advance_epoch() noexcept { ++epoch_; }
   std::uint32_t free_since_epoch(std::size_t page) const noexcept { return free_since_epoch_[page]; }
-  std::size_t mapped_count() const noexcept { return mapped_count_; }
+  std::size_t mapped_count() const noexcept { return mapped_.size(); }
   // Maximal runs of consecutive mapped pages (what the stats call device segments).
   std::size_t mapped_run_count() const noexcept { return mapped_run_count_; }
-  std::size_t mapped_bytes() const noexcept { return mapped_count_ * page_bytes_; }
+  std::size_t mapped_bytes() const noexcept { return mapped_.size() * page_bytes_; }
   // Highest live bytes and highest count of pages live blocks touch, at any one time.
   std::size_t live_high_water_bytes() const noexcept { return live_high_water_bytes_; }
   std::size_t touched_high_water_pages() const noexcept { return touched_high_water_pages_; }
 
  private:
-  // The mapping state of a page. Live bytes and free epochs are arrays of their own: a
-  // block's whole pages are filled and emptied in bulk there (Note [Whole pages]).
+  // The chunk of a mapped page (whether it is mapped is mapped_). Live bytes and free
+  // epochs are arrays of their own: a block's whole pages are filled and emptied in bulk
+  // there (Note [Whole pages]).
   struct page_state {
-    bool mapped = false;
     std::uint32_t head_offset = 0;  // mapped: page index - its chunk's first page
     std::uint32_t chunk_pages = 0;  // on a chunk's first page: its page count
     backend::physical_handle handle = 0;
@@ -105,8 +105,7 @@ class page_map {
   std::vector<std::uint32_t> live_bytes_;
   std::vector<std::uint32_t> free_since_epoch_;
   page_set cached_free_;
-  page_set mapped_;  // the same as pages_[p].mapped, for scans a word at a time
-  std::size_t mapped_count_ = 0;
+  page_set mapped_;  // the mapped pages: range scans read a word of 64 at a time
   std::size_t mapped_run_count_ = 0;
   std::uint32_t epoch_ = 0;
   std::size_t live_total_bytes_ = 0;

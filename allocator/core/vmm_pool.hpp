@@ -91,8 +91,9 @@ class vmm_pool final : public large_pool {
   void dissolve_plan_range() noexcept;
   // Note [Loop plans]: after each recorded event, starts a plan that reached its first
   // planned event, or dissolves the range of one just abandoned.
+  // A pending plan first asks its owner for the empty slabs (room_given() starts it).
   void after_plan_event() noexcept {
-    if (plan_.plan_pending()) start_plan();
+    if (plan_.plan_pending()) plan_wants_room_ = true;
     if (plan_range_bytes_ != 0 && !plan_.active()) dissolve_plan_range();
   }
   bool in_plan_range(std::uintptr_t address) const noexcept {
@@ -125,9 +126,11 @@ class vmm_pool final : public large_pool {
   // Moves a whole idle cached free chunk to page `at` (Note [Physical chunks]).
   bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
                          backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
-  // Note [Loop plans]: gives back one idle cached chunk outside pages [first, end) and the
-  // plan's range (before a planned run's pages are created).
-  void release_chunk_outside_plan(std::size_t first, std::size_t end) noexcept;
+  // Unmaps the highest cached free chunk of at most `max_pages` pages that no stream can
+  // still touch and that overlaps neither pages [first, end) nor the plan's range; its
+  // handle and pages. False when none of the first kMoveCandidates such chunks could go.
+  bool unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages,
+                        backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
   // Is every free range over the chunk at `head` one no stream can still touch?
   bool make_chunk_idle(std::size_t head) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
@@ -188,7 +191,6 @@ class vmm_pool final : public large_pool {
   std::uintptr_t plan_base_ = 0;
   std::size_t plan_range_bytes_ = 0;  // 0: no range
   bool plan_wants_room_ = false;      // waiting for the owner's empty slabs
-  bool room_given_ = false;           // they were just given: choose the range
   std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
   // Note [Dedicated mappings], Note [Stitching]: base -> mapping.
   struct dedicated_mapping {

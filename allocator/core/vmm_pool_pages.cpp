@@ -250,31 +250,12 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
   // Note [Loop plans]: a planned run that no cached chunk fits (each is larger than the
   // room there) takes the memory of one instead, so that the hand-over does not grow.
-  if (move_first && at != SIZE_MAX && in_plan_range(pages_.page_address(at))) release_chunk_outside_plan(first, end);
-  return create_physical_chunk(create_pages, handle, chunk_pages);
-}
-
-// Note [Loop plans]: unmaps and releases the highest idle cached free chunk that overlaps
-// neither pages [first, end) nor the plan's range.
-void vmm_pool::release_chunk_outside_plan(std::size_t first, std::size_t end) noexcept {
-  const auto& cached = pages_.cached_free_pages();
-  const std::size_t plan_first = pages_.first_page(plan_base_);
-  const std::size_t plan_end = pages_.end_page(plan_base_, plan_range_bytes_);
-  int inspected = 0;
-  for (std::size_t candidate = cached.highest_below(page_set::npos);
-       candidate != page_set::npos && inspected < kMoveCandidates;) {
-    const std::size_t head = pages_.chunk_head(candidate);
-    const std::size_t count = pages_.chunk_pages(head);
-    candidate = cached.highest_below(head);
-    if ((head < plan_end && head + count > plan_first) || (head < end && head + count > first)) continue;
-    if (!pages_.chunk_free(head)) continue;
-    ++inspected;
-    if (!make_chunk_idle(head)) continue;
-    backend::physical_handle handle = 0;
-    if (!unmap_chunk(head, &handle)) continue;
-    release_handle(handle);
-    return;
+  if (move_first && at != SIZE_MAX && in_plan_range(pages_.page_address(at))) {
+    backend::physical_handle spare = 0;
+    std::size_t spare_pages = 0;
+    if (unmap_idle_chunk(first, end, SIZE_MAX, &spare, &spare_pages)) release_handle(spare);
   }
+  return create_physical_chunk(create_pages, handle, chunk_pages);
 }
 
 backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
@@ -332,15 +313,30 @@ bool vmm_pool::make_chunk_idle(std::size_t head) noexcept {
 // run (Note [Physical chunks]). Never one overlapping pages [first, end) or the plan's.
 bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
                                    backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
+  // Unmapped pages from `at` on, which a larger chunk's surplus may cover. The surplus
+  // stays on the side of the plan's edge that `at` is on: a planned block's within the
+  // plan's range, an ordinary block's outside it.
+  std::size_t room_pages = run_pages;
+  if (at != SIZE_MAX) {
+    const bool at_in_plan = in_plan_range(pages_.page_address(at));
+    const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages() + run_pages);
+    while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
+           in_plan_range(pages_.page_address(at + room_pages)) == at_in_plan)
+      ++room_pages;
+  }
+  if (!unmap_idle_chunk(first, end, room_pages, handle, chunk_pages)) return false;
+  counters_.page_moves += static_cast<std::int64_t>(*chunk_pages);
+  return true;
+}
+
+// Highest addresses first: blocks drift towards the start of the range. A loop plan's
+// pages stay where the plan needs them every step (Note [Loop plans]).
+bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages,
+                                  backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
-  // A loop plan's pages stay where the plan needs them every step (Note [Loop plans]).
   const std::size_t plan_first = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.first_page(plan_base_);
   const std::size_t plan_end = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.end_page(plan_base_, plan_range_bytes_);
-  // Unmapped pages from `at` on, for a chunk larger than the run (counted when needed).
-  std::size_t room_pages = run_pages;
-  bool room_counted = at == SIZE_MAX;
-  // Highest addresses first: blocks drift towards the start of the range.
   for (std::size_t candidate = cached.highest_below(page_set::npos);
        candidate != page_set::npos && inspected < kMoveCandidates;) {
     const std::size_t head = pages_.chunk_head(candidate);
@@ -352,25 +348,11 @@ bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::siz
     }
     // The next candidate: the highest cached page below this chunk.
     candidate = cached.highest_below(head);
-    if (head < end && head + count > first) continue;
-    if (count > run_pages) {
-      if (!room_counted) {
-        room_counted = true;
-        // The surplus stays on the side of the plan's edge that `at` is on: a planned
-        // block's within the plan's range, an ordinary block's outside it.
-        const bool at_in_plan = in_plan_range(pages_.page_address(at));
-        const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages() + run_pages);
-        while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
-               in_plan_range(pages_.page_address(at + room_pages)) == at_in_plan)
-          ++room_pages;
-      }
-      if (count > room_pages) continue;
-    }
+    if ((head < end && head + count > first) || count > max_pages) continue;
     if (!pages_.chunk_free(head)) continue;
     ++inspected;
     if (!make_chunk_idle(head)) continue;
     if (!unmap_chunk(head, handle)) continue;
-    counters_.page_moves += static_cast<std::int64_t>(count);
     *chunk_pages = count;
     return true;
   }

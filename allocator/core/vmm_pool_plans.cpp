@@ -66,21 +66,14 @@ std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::plan_range_over_f
   return best;
 }
 
+// The owner's empty slabs went back (device_cache::give_plan_room_locked); placing starts
+// a few events late if the owner answers only after them.
 void vmm_pool::room_given() noexcept {
   plan_wants_room_ = false;
-  room_given_ = true;
   if (plan_.plan_pending()) start_plan();
-  room_given_ = false;
 }
 
 void vmm_pool::start_plan() noexcept {
-  // The owner's empty slabs go back first (device_cache::give_plan_room_locked); placing
-  // starts a few events late if the owner answers only after them.
-  if (plan_wants_room_) return;
-  if (!room_given_) {
-    plan_wants_room_ = true;
-    return;
-  }
   const std::size_t span_bytes = round_up(plan_.plan_span_bytes(), pages_.page_bytes());
   std::optional<std::pair<std::uintptr_t, free_range>> place;
   try {
