@@ -115,17 +115,20 @@ class vmm_pool final : public large_pool {
   // Note [Physical chunks]: physical memory for the run of `run_pages` missing pages from
   // page `at` (SIZE_MAX: a stitch's page, `run_pages` 1) of a block touching pages
   // [first, end): a created or moved chunk of *chunk_pages pages, to be mapped at `at`.
-  backend::status take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
-                             bool move_first, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // `whole_run_pages`: the run the block lacked before its earlier chunks were mapped.
+  backend::status take_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
+                             std::size_t first, std::size_t end, bool move_first,
+                             backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
   // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit,
   // one if the device refuses more).
   backend::status create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
                                         std::size_t* chunk_pages) noexcept;
-  // Note [Physical chunks]: the most pages a created chunk may have now.
-  std::size_t chunk_cap_pages() const noexcept;
+  // Note [Physical chunks]: the most pages a created chunk backing a run of `run_pages`
+  // may have now.
+  std::size_t chunk_cap_pages(std::size_t run_pages) const noexcept;
   // Moves a whole idle cached free chunk to page `at` (Note [Physical chunks]).
-  bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
-                         backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages, std::size_t first,
+                         std::size_t end, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
   // Unmaps the highest cached free chunk of at most `max_pages` pages that no stream can
   // still touch and that overlaps neither pages [first, end) nor the plan's range; its
   // handle and pages. False when none of the first kMoveCandidates such chunks could go.

@@ -7,6 +7,8 @@
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 
+#include <cmath>
+
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
@@ -159,12 +161,17 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
 //    its neighbours' address space (its first or last) is a chunk of one page, so that
 //    when the block goes its chunk is wholly free, to be moved or released;
 //  - a chunk is never larger than the run the block needs nor, for a created chunk, than
-//    physical_chunk_fraction of reserved memory at that moment (at least one page, or
-//    physical_chunk_min_bytes when that is larger); whether
-//    a run is created or moved is decided once for the run (Note [Page moves]) -- so a
-//    small program keeps page granularity and a large one gets large chunks, the geometric
-//    growth of PyTorch's segment sizes; physical_chunk_fraction 0 restores one page per
-//    allocation;
+//    the larger of physical_chunk_fraction of reserved memory at that moment and
+//    physical_chunk_run_fraction of the run (at least one page, or physical_chunk_min_bytes
+//    when that is larger); whether a run is created or moved is decided once for the run
+//    (Note [Page moves]) -- so a small program keeps page granularity and a large one gets
+//    large chunks, the geometric growth of PyTorch's segment sizes, and a block large next
+//    to reserved memory takes at most 1/physical_chunk_run_fraction chunks (32; the share
+//    is of the whole run, not of what its earlier chunks left of it): without
+//    that share of the run, a program growing from nothing cut its first blocks into
+//    hundreds of chunks, reserved memory being small then (growing to N pages took about
+//    256 (1 + ln(N / 256)) chunks, most of the first pass's calls);
+//    physical_chunk_fraction 0 restores one page per allocation;
 //  - a moved chunk is one whose pages are all free and idle; it fits the missing run, or
 //    lands at the run's start with its surplus on the unmapped pages after it (reserved
 //    memory does not change in a move; the surplus pages are cached free pages there),
@@ -176,9 +183,10 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
 //    are passed over without counting.
 // Cost and bound: a created chunk maps only pages a live block touches at that moment, so
 // creating never adds free memory. Its pages later stay mapped as long as one of them has
-// live bytes: the free pages held that way in one chunk are fewer than
-// physical_chunk_fraction x the reserved memory when it was made, and compaction releases
-// a chunk as soon as all its pages are free and idle.
+// live bytes: the free pages held that way in one chunk are fewer than the larger of
+// physical_chunk_fraction x the reserved memory when it was made and
+// physical_chunk_run_fraction x the block that made it, and compaction releases a chunk as
+// soon as all its pages are free and idle.
 // The fraction is 1/256 by default: on the shared traces it makes 3.2x fewer device calls
 // than one page per allocation for 1.0058x the ideal instead of 1.0047x (geometric
 // means), the pinned free pages costing most on pangu_13B.csv (1.012x -> 1.032x);
@@ -187,6 +195,8 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
                                               bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
+  std::size_t run_begin = first;  // the whole run the next chunk is part of
+  std::size_t run_whole_end = first;
   for (std::size_t page = pages_.first_unmapped(first, end); page < end; page = pages_.first_unmapped(page, end)) {
     std::size_t run_end = page + 1;
     while (run_end < end && !pages_.is_mapped(run_end)) ++run_end;
@@ -197,9 +207,14 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
     else
       while (run_end > page + 1 && pages_.page_address(run_end - 1) + pages_.page_bytes() > address + size_bytes)
         --run_end;
+    if (page >= run_whole_end) {
+      run_begin = page;
+      run_whole_end = run_end;
+    }
     backend::physical_handle handle = 0;
     std::size_t chunk_pages = 0;
-    backend::status taken = take_chunk(page, run_end - page, first, end, move_first, &handle, &chunk_pages);
+    backend::status taken =
+        take_chunk(page, run_end - page, run_whole_end - run_begin, first, end, move_first, &handle, &chunk_pages);
     if (taken != backend::status::ok) return taken;
     backend::status mapped = map_chunk(page, chunk_pages, handle);
     if (mapped != backend::status::ok) {
@@ -213,25 +228,29 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
   return backend::status::ok;
 }
 
-// Note [Physical chunks]: the pages a created chunk may have.
-std::size_t vmm_pool::chunk_cap_pages() const noexcept {
+// Note [Physical chunks]: the pages a created chunk backing a run of `run_pages` may have.
+std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
   const double fraction = settings_.conf.physical_chunk_fraction;
   if (fraction <= 0.0) return 1;
   const auto pages = static_cast<std::size_t>(static_cast<double>(reserved_bytes()) * fraction /
                                               static_cast<double>(pages_.page_bytes()));
-  return std::max<std::size_t>({1, pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
+  const double run_fraction = settings_.conf.physical_chunk_run_fraction;
+  const std::size_t run_share_pages =
+      run_fraction > 0.0 ? static_cast<std::size_t>(std::ceil(static_cast<double>(run_pages) * run_fraction)) : 0;
+  return std::max<std::size_t>(
+      {1, pages, run_share_pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
 }
 
 // Note [Page moves], Note [Physical chunks]
-backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
-                                       bool move_first, backend::physical_handle* handle,
+backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
+                                       std::size_t first, std::size_t end, bool move_first, backend::physical_handle* handle,
                                        std::size_t* chunk_pages) noexcept {
   backend::status created = backend::status::out_of_memory;
   // Note [Move budget]: past the allowance, a move must also be paid for by pages created.
   const bool within_allowance = !settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages();
   const bool over_budget = !move_first && !within_allowance && !move_within_budget();
   const bool create_first = !move_first && (within_allowance || over_budget);
-  const std::size_t create_pages = std::min(run_pages, chunk_cap_pages());
+  const std::size_t create_pages = std::min(run_pages, chunk_cap_pages(whole_run_pages));
   if (create_first) make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
   if (create_first) {
     created = create_physical_chunk(create_pages, handle, chunk_pages);
@@ -241,7 +260,7 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
     }
   }
   // The device refused (or the limit did): a move is the only way left.
-  if (take_cached_chunk(at, run_pages, first, end, handle, chunk_pages)) {
+  if (take_cached_chunk(at, run_pages, whole_run_pages, first, end, handle, chunk_pages)) {
     // Note [Move budget]: a loop plan's moves are the plan's cost, not a choice.
     if (!move_first) pages_moved_ += static_cast<std::int64_t>(std::min(*chunk_pages, run_pages));
     return backend::status::ok;
@@ -261,7 +280,7 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
 backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
                                       backend::physical_handle* handle) noexcept {
   std::size_t pages = 0;
-  return take_chunk(SIZE_MAX, 1, first, end, move_first, handle, &pages);
+  return take_chunk(SIZE_MAX, 1, 1, first, end, move_first, handle, &pages);
 }
 
 // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit, one
@@ -311,15 +330,16 @@ bool vmm_pool::make_chunk_idle(std::size_t head) noexcept {
 // Moves a whole cached free chunk whose past users are all done to page `at`: one of at
 // most `run_pages` pages, or a larger one whose surplus lands on unmapped pages after the
 // run (Note [Physical chunks]). Never one overlapping pages [first, end) or the plan's.
-bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t first, std::size_t end,
-                                   backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
+bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
+                                   std::size_t first, std::size_t end, backend::physical_handle* handle,
+                                   std::size_t* chunk_pages) noexcept {
   // Unmapped pages from `at` on, which a larger chunk's surplus may cover. The surplus
   // stays on the side of the plan's edge that `at` is on: a planned block's within the
   // plan's range, an ordinary block's outside it.
   std::size_t room_pages = run_pages;
   if (at != SIZE_MAX) {
     const bool at_in_plan = in_plan_range(pages_.page_address(at));
-    const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages() + run_pages);
+    const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages(whole_run_pages) + run_pages);
     while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
            in_plan_range(pages_.page_address(at + room_pages)) == at_in_plan)
       ++room_pages;

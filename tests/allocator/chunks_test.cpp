@@ -3,18 +3,21 @@
 //  - the physical allocations under live blocks partition their pages: every block is
 //    covered, in address order, by whole chunks; two blocks' chunks are the same or
 //    disjoint; no chunk is larger than physical_chunk_fraction of the peak reserved memory
-//    (one page at least); live blocks never overlap and their data survives moves and
-//    compaction; the race oracle stays at zero;
+//    or physical_chunk_run_fraction of the largest block (one page at least); live blocks
+//    never overlap and their data survives moves and compaction; the race oracle stays at
+//    zero;
 //  - after release_cache(0) reserved memory is exactly the chunks live blocks touch (a chunk
 //    with no live page is always given back whole);
 //  - a run of missing pages is one create and one map, so growing to many pages takes far
 //    fewer device calls than one page at a time, and physical_chunk_fraction 0 restores one
-//    page per allocation.
+//    page per allocation; a block as large as reserved memory takes at most
+//    1/physical_chunk_run_fraction chunks.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <vector>
@@ -66,6 +69,19 @@ std::map<std::uintptr_t, std::size_t> check_chunks(core::device_cache& cache, co
   return chunks;
 }
 
+// The largest chunk the property test's workload may create: 1/8 of the peak reserved
+// memory, or the run's share of its largest block (1 MiB << 6 plus 63 half-MiB), one page
+// at least.
+std::size_t largest_chunk_bytes(const device_stats& stats) {
+  const core::cache_settings defaults;
+  const std::size_t largest_run_pages = ((std::size_t{1} << 26) + 63 * 512 * 1024) / kPage;
+  const auto run_share_pages = static_cast<std::size_t>(
+      std::ceil(static_cast<double>(largest_run_pages) * defaults.conf.physical_chunk_run_fraction));
+  const auto reserved_share_bytes =
+      static_cast<std::size_t>(static_cast<double>(stats.reserved_bytes[pool_all].peak) * 0.125) / kPage * kPage;
+  return std::max({kPage, reserved_share_bytes, run_share_pages * kPage});
+}
+
 }  // namespace
 
 TEST_CASE("physical chunks: partition, bound, data intact, whole release", "[chunks]") {
@@ -98,8 +114,7 @@ TEST_CASE("physical chunks: partition, bound, data intact, whole release", "[chu
       }
       if (op % 50 == 49) {
         const device_stats stats = cache.stats();
-        const auto cap = std::max<std::size_t>(
-            kPage, static_cast<std::size_t>(static_cast<double>(stats.reserved_bytes[pool_all].peak) * 0.125) / kPage * kPage);
+        const auto cap = largest_chunk_bytes(stats);
         check_chunks(cache, live, cap);
         check_consistency(cache.snapshot(), stats);
       }
@@ -108,8 +123,7 @@ TEST_CASE("physical chunks: partition, bound, data intact, whole release", "[chu
         // stay whole.
         cache.release_cache(0);
         const device_stats stats = cache.stats();
-        const auto cap = std::max<std::size_t>(
-            kPage, static_cast<std::size_t>(static_cast<double>(stats.reserved_bytes[pool_all].peak) * 0.125) / kPage * kPage);
+        const auto cap = largest_chunk_bytes(stats);
         std::size_t chunk_bytes = 0;
         for (const auto& [base, bytes] : check_chunks(cache, live, cap)) chunk_bytes += bytes;
         CHECK(static_cast<std::size_t>(stats.reserved_bytes[pool_all].current) == chunk_bytes);
@@ -155,6 +169,37 @@ TEST_CASE("physical chunks: a run of missing pages is one create and one map", "
   INFO("creates " << chunked.num_device_alloc << " maps " << chunked.num_map);
   CHECK(chunked.num_device_alloc == chunked.num_map);
   CHECK(chunked.num_device_alloc == 124);
+}
+
+TEST_CASE("physical chunks: a block large next to reserved memory takes few chunks", "[chunks]") {
+  // A program growing from nothing: its first block is all of reserved memory, so the
+  // reserved fraction alone cut it into hundreds of one-page chunks. The run's share
+  // (physical_chunk_run_fraction) backs the run with at most 1/that chunks.
+  auto first_block = [](double run_fraction) {
+    reset_simcuda();
+    core::cache_settings settings;  // physical_chunk_fraction 1/256, the default
+    settings.conf.physical_chunk_run_fraction = run_fraction;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    // 256 pages, page-aligned; below dedicated_mapping_threshold_bytes, so in the shared range.
+    void* block = instance->allocate(512 * kMiB, 0, nullptr);
+    fill_pattern(block, 512 * kMiB, 7);
+    const device_stats stats = cache.stats();
+    CHECK(check_pattern(block, 512 * kMiB, 7));
+    instance->deallocate(block);
+    return stats;
+  };
+  const device_stats reserved_only = first_block(0.0);
+  const device_stats run_share = first_block(1.0 / 32);
+  INFO("creates: reserved fraction alone " << reserved_only.num_device_alloc << ", with the run's share "
+                                           << run_share.num_device_alloc);
+  CHECK(run_share.reserved_bytes[pool_all].peak == reserved_only.reserved_bytes[pool_all].peak);
+  // 256 pages in chunks of 256 / 32 = 8 pages (reserved memory's 1/256 stays below that).
+  CHECK(run_share.num_device_alloc == 32);
+  CHECK(run_share.num_map == 32);
+  // Reserved memory stays below 512 MiB, where 1/256 of it is less than a page: one page
+  // at a time.
+  CHECK(reserved_only.num_device_alloc == 256);
 }
 
 namespace {

@@ -236,7 +236,9 @@ TEST_CASE("dedicated_mapping_threshold_bytes: a very large request gets a mappin
       }
     CHECK(found);
   } else {
-    CHECK(stats.num_map - maps_before >= 49);  // page by page in the shared range
+    // In the shared range: its run of pages in chunks (Note [Physical chunks]), not one
+    // mapping of its own.
+    CHECK(stats.num_map - maps_before > 1);
   }
 
   // Freed: cached, and reused in place by a request of the same rounded size.
