@@ -26,10 +26,16 @@ namespace fragless::core {
 // so once a step has been seen the whole step is known in advance and can be laid out as
 // an offline problem: a block's lifetime is an interval of the step, and two blocks may
 // share addresses when their intervals do not meet.
-//  - Recording: every allocation and free in the shared range becomes a token (size and
+//  - Recording: every allocation and free of the large pool becomes a token (size and
 //    stream of an allocation; for a free, how many allocations ago the freed block was
-//    made). Slabs and the exact start's small blocks (Note [Exact start]) are left out:
-//    they follow the size classes' load, not the loop. A rolling hash of the last
+//    made), whether the shared range served it or a mapping of its own (Note [Dedicated
+//    mappings], Note [Stitching]): a huge request goes one way or the other by what the
+//    cache holds at that moment (Note [Growth]), and a step must look the same either way.
+//    When only shared-range blocks were tokens, a 1 GiB request that the recorded step
+//    served from a cached mapping went to the shared range in a later step, the plan met
+//    an allocation it did not expect and was abandoned (corpus huge-tensors seed 20:
+//    1.23x the ideal, 1.014x now). Slabs and the exact start's small blocks (Note [Exact
+//    start]) are left out: they follow the size classes' load, not the loop. A rolling hash of the last
 //    kWindowTokens tokens finds the last time the same window occurred; the distance is
 //    the candidate step length.
 //  - Building: the step is the tokens since that window. It is planned only if it is
@@ -60,7 +66,10 @@ namespace fragless::core {
 //    before the plan and the planned ones overlap the least. The large pool then reserves
 //    one address range of the plan's span (a free-index segment of its own, which
 //    ordinary placement never uses) and places the k-th request of each step at its
-//    planned offset, after the usual stream ordering (Note [Stream reuse]). The range lies
+//    planned offset, after the usual stream ordering (Note [Stream reuse]) -- a huge one
+//    too, rather than in a mapping of its own: the layout holds the whole step, and the
+//    mappings the step used before become idle and are given back when the range's pages
+//    are made (Note [Growth]). The range lies
 //    where it covers the most cached free pages (the window of its span, inside one free
 //    range, holding the most; the top of the free address space when none holds any), so
 //    that it starts on the loop's own pages. Before choosing, the pool has its owner give

@@ -107,8 +107,14 @@ backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
-    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !huge_block_goes_shared(size_bytes))
-      return allocate_dedicated(size_bytes, stream, address, placed_bytes);
+    // Note [Loop plans]: a huge request the plan places goes to its planned place.
+    const bool planned = unplanned_scopes_ == 0 && plan_.planned_offset(size_bytes, stream).has_value();
+    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !planned &&
+        !huge_block_goes_shared(size_bytes)) {
+      backend::status result = allocate_dedicated(size_bytes, stream, address, placed_bytes);
+      if (result == backend::status::ok) record_mapping_allocation(*address, size_bytes, stream);
+      return result;
+    }
     return allocate_vmm(size_bytes, stream, address, placed_bytes);
   } catch (...) {  // std::bad_alloc from the index: host memory, not device memory
     return backend::status::error;
@@ -127,6 +133,12 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
       at->second.in_use = false;
       at->second.free_since_epoch = pages_.epoch();
       dedicated_cached_bytes_ += at->second.bytes;
+      const std::uint64_t sequence = at->second.plan_sequence;
+      at->second.plan_sequence = 0;
+      if (sequence != 0) {
+        plan_.record_release(sequence, churn_bytes());
+        after_plan_event();
+      }
       return;
     }
   }
@@ -147,6 +159,16 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
   }
 }
 
+// Note [Loop plans]: the plan sees every request of the large pool, whichever way it was
+// served, so that a huge request served by a mapping in one step and by the shared range
+// in the next is the same token in both.
+void vmm_pool::record_mapping_allocation(std::uintptr_t base, std::size_t size_bytes, stream_id stream) noexcept {
+  if (unplanned_scopes_ != 0) return;
+  const std::uint64_t sequence = plan_.record_allocation(size_bytes, stream, false, churn_bytes());
+  auto at = dedicated_.find(base);
+  if (at != dedicated_.end()) at->second.plan_sequence = sequence;
+  after_plan_event();
+}
 
 // Note [Retired streams]: cached mappings remember streams too.
 bool vmm_pool::rename_stream(stream_id from, stream_id to) {

@@ -96,6 +96,8 @@ class vmm_pool final : public large_pool {
     if (plan_.plan_pending()) plan_wants_room_ = true;
     if (plan_range_bytes_ != 0 && !plan_.active()) dissolve_plan_range();
   }
+  // Note [Loop plans]: records a block served by the dedicated or stitched mapping at `base`.
+  void record_mapping_allocation(std::uintptr_t base, std::size_t size_bytes, stream_id stream) noexcept;
   bool in_plan_range(std::uintptr_t address) const noexcept {
     return address - plan_base_ < plan_range_bytes_;
   }
@@ -205,6 +207,7 @@ class vmm_pool final : public large_pool {
     bool in_use;
     stream_set streams;  // while cached: streams that may still touch it
     std::uint32_t free_since_epoch = 0;
+    std::uint64_t plan_sequence = 0;  // Note [Loop plans]: the block's; 0 while cached or unrecorded
     // Cached, wholly mapped and of exactly `rounded_bytes`: a request of that size reuses it.
     bool fits_exactly(std::size_t rounded_bytes) const noexcept {
       return !in_use && bytes == rounded_bytes && range_bytes == rounded_bytes;

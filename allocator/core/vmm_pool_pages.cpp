@@ -122,9 +122,12 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
   }
   if (!planned) {
     auto placement = choose_placement(size_bytes);
-    if (!placement) return allocate_stitched(size_bytes, stream, address, placed_bytes);
+    if (!placement || wait_forbidden(placement->second.streams, stream)) {
+      backend::status result = allocate_stitched(size_bytes, stream, address, placed_bytes);
+      if (result == backend::status::ok && recorded) record_mapping_allocation(*address, size_bytes, stream);
+      return result;
+    }
     const auto& [block_address, range] = *placement;
-    if (wait_forbidden(range.streams, stream)) return allocate_stitched(size_bytes, stream, address, placed_bytes);
     backend::status result = place_block(block_address, size_bytes, range, stream, false);
     if (result != backend::status::ok) return result;
     *address = block_address;
