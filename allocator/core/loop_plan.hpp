@@ -35,9 +35,9 @@ namespace fragless::core {
 //    served from a cached mapping went to the shared range in a later step, the plan met
 //    an allocation it did not expect and was abandoned (corpus huge-tensors seed 20:
 //    1.23x the ideal, 1.014x now). Slabs and the exact start's small blocks (Note [Exact
-//    start]) are left out: they follow the size classes' load, not the loop. A rolling hash of the last
-//    kWindowTokens tokens finds the last time the same window occurred; the distance is
-//    the candidate step length.
+//    start]) are left out: they follow the size classes' load, not the loop. A rolling
+//    hash of the last kWindowTokens tokens finds the last time the same window occurred;
+//    the distance is the candidate step length.
 //  - Building: the step is the tokens since that window. It is planned only if it is
 //    closed -- every block made in it is freed within one step (a parameter or a cache
 //    that outlives a step is never in a plan; it stays placed as usual) -- and it moved
@@ -69,10 +69,9 @@ namespace fragless::core {
 //    planned offset, after the usual stream ordering (Note [Stream reuse]) -- a huge one
 //    too, rather than in a mapping of its own: the layout holds the whole step, and the
 //    mappings the step used before become idle and are given back when the range's pages
-//    are made (Note [Growth]). The range lies
-//    where it covers the most cached free pages (the window of its span, inside one free
-//    range, holding the most; the top of the free address space when none holds any), so
-//    that it starts on the loop's own pages. Before choosing, the pool has its owner give
+//    are made (Note [Growth]). The range lies where it covers the most cached free pages
+//    (the window of its span, inside one free range, holding the most; the top of the
+//    free address space when none holds any), so that it starts on the loop's own pages. Before choosing, the pool has its owner give
 //    back the empty slabs the small pool keeps as a cache: best fit put them anywhere, and
 //    between two steps they are often all that is live there, splitting the free space
 //    the range needs. The pages the range lacks are moved in from the loop's old pages; a

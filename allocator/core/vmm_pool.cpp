@@ -108,8 +108,8 @@ backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
     // Note [Loop plans]: a huge request the plan places goes to its planned place.
-    const bool planned = unplanned_scopes_ == 0 && plan_.planned_offset(size_bytes, stream).has_value();
-    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !planned &&
+    auto plan_places = [&] { return unplanned_scopes_ == 0 && plan_.planned_offset(size_bytes, stream).has_value(); };
+    if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !plan_places() &&
         !huge_block_goes_shared(size_bytes)) {
       backend::status result = allocate_dedicated(size_bytes, stream, address, placed_bytes);
       if (result == backend::status::ok) record_mapping_allocation(*address, size_bytes, stream);

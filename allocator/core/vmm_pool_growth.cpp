@@ -106,9 +106,9 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
 // not tokens; since every request is one (Note [Loop plans]) it is planned over its whole
 // step, and on 200 corpus seeds per family charging a plan's moves changed no peak (two
 // passes with pages or chunks, five with chunks): no seed abandons a plan after a costly
-// hand-over now, but the rule stays what a hand-over should cost. A move counts the pages the block lacked,
-// not a larger chunk's surplus (Note [Physical chunks]), so chunks and pages are charged
-// alike. Pages created only because the budget refused a move count as churn
+// hand-over now, but the rule stays what a hand-over should cost. A move counts the pages
+// the block lacked, not a larger chunk's surplus (Note [Physical chunks]), so chunks and
+// pages are charged alike. Pages created only because the budget refused a move count as churn
 // for the plan finder, as moves do (churn_bytes()), so such a loop can still be planned
 // later. Waiting for planning to fail matters: charged from the start, the budget settled
 // pangu_2.6B by growth (1.111x the ideal) before its plan formed (1.013x) -- that loop's

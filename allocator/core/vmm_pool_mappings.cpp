@@ -14,10 +14,10 @@ namespace fragless::core {
 // Note [Dedicated mappings]
 // In VMM mode a request of at least dedicated_mapping_threshold_bytes whose memory is new
 // (Note [Growth]: otherwise it goes to the shared range) and that no active loop plan
-// expects (Note [Loop plans]: it goes to its planned place) gets an address range of its own,
-// rounded up to whole pages and backed by one physical allocation mapped at once, instead
-// of a place in the shared range: a very large tensor neither
-// fragments the shared range's address space nor costs one map call per page. The block
+// expects (Note [Loop plans]: it goes to its planned place) gets an address range of its
+// own, rounded up to whole pages and backed by one physical allocation mapped at once,
+// instead of a place in the shared range: a very large tensor neither fragments the
+// shared range's address space nor costs one map call per page. The block
 // is the whole mapping (its size rounded to the page), so no other block ever shares it.
 // When freed it becomes cached memory like a free page (Note [Release threshold]): it is
 // reused in place by a request of the same rounded size (ordered after the streams that
