@@ -124,7 +124,7 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     auto placement = choose_placement(size_bytes);
     if (!placement || wait_forbidden(placement->second.streams, stream)) {
       backend::status result = allocate_stitched(size_bytes, stream, address, placed_bytes);
-      if (result == backend::status::ok && recorded) record_mapping_allocation(*address, size_bytes, stream);
+      if (result == backend::status::ok) record_mapping_allocation(*address, size_bytes, stream);
       return result;
     }
     const auto& [block_address, range] = *placement;
