@@ -66,6 +66,8 @@ TEST_CASE_METHOD(CaptureFixture, "unsafe calls fail and invalidate the capture u
       {"cudaDeviceSynchronize", [] { return cudaDeviceSynchronize(); }},
       {"cudaStreamSynchronize of another stream", [&] { return cudaStreamSynchronize(side); }},
       {"cudaStreamQuery of the capturing stream", [&] { return cudaStreamQuery(stream); }},
+      // Seen on a GPU (driver 580): asking the capturing stream's device spoils the capture.
+      {"cudaStreamGetDevice of the capturing stream", [&] { int device = -1; return cudaStreamGetDevice(stream, &device); }},
       {"cudaEventQuery", [&] { return cudaEventQuery(ordinary); }},
       {"cudaMemcpy", [&] { return cudaMemcpy(host.data(), buffer, 64, cudaMemcpyDeviceToHost); }},
       {"cudaMemset", [&] { return cudaMemset(buffer, 1, 64); }},

@@ -29,7 +29,9 @@
 //   invalidated capture gives CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph; a capture
 //   with a node that the origin's dependency set does not reach (a fork whose work was not
 //   joined back) gives CUDA_ERROR_STREAM_CAPTURE_UNJOINED and no graph.
-// Streams: querying or synchronizing a capturing stream fails with
+// Streams: querying or synchronizing a capturing stream, or asking its device
+//   (cuStreamGetDevice: a real driver refused cudaStreamGetDevice on a stream capturing in
+//   global mode; simcuda refuses it in every mode), fails with
 //   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates its capture, in every mode;
 //   destroying a stream of a live capture is refused the same way (conservative: the
 //   documentation is silent).

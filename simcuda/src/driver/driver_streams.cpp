@@ -159,9 +159,17 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetFlags(CUstream stream, unsigned int* 
   return read_stream(stream, flags, [](const Stream& resolved) { return resolved.flags; });
 }
 
+// Note [Stream capture]: asking a capturing stream's device is refused like a query of it
+// (seen on a GPU: cudaStreamGetDevice on a stream capturing in global mode).
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetDevice(CUstream stream, CUdevice* device) {
   SIMCUDA_DRIVER_ENTER();
-  return read_stream(stream, device, [](const Stream& resolved) { return resolved.device; });
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto lock = lock_state();
+  return on_stream_locked(stream, [&](Stream& resolved) {
+    if (CUresult refused = check_stream_not_capturing_locked(resolved); refused != CUDA_SUCCESS) return refused;
+    *device = resolved.device;
+    return CUDA_SUCCESS;
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream stream, unsigned long long* id) {
