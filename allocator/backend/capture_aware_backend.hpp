@@ -18,6 +18,10 @@
 //  - makes its own allocation calls (cudaMalloc, cuMemCreate, cuMemMap, cuMemSetAccess,
 //    cuMemAddressReserve) in relaxed capture mode (cuda_backend.cpp), as PyTorch does for
 //    cudaMalloc: they are not stream work and the graph does not depend on them.
+//  - never asks a capturing stream's device (cudaStreamGetDevice on it fails and spoils the
+//    capture, seen on a GPU in the default global mode): a stream seen for the first time
+//    while it captures is taken to be on the device the request names (cuda_backend.cpp;
+//    PyTorch's allocator never asks at all).
 //  - never reuses memory last used by another stream (which needs a cross-stream event
 //    wait, and a capturing stream may not wait on work outside its capture): the large
 //    pool places such a request in fresh memory instead (large_pool::wait_forbidden).

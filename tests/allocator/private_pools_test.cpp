@@ -4,9 +4,11 @@
 // the sum over its caches and agree with the combined snapshot, whose segments carry
 // their pool; a released pool refuses allocations, frees its blocks as usual and gives
 // its cache to the next pool; memory cached by one cache is released when another runs
-// out; empty_cache-style control reaches the pools.
+// out; empty_cache-style control reaches the pools; a stream first seen while it captures a
+// graph gets pool memory without spoiling the capture.
 #include <catch2/catch.hpp>
 
+#include <cuda_runtime_api.h>
 #include <simcuda/control.h>
 
 #include <map>
@@ -14,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "backend/capture_aware_backend.hpp"
 #include "consistency.hpp"
 #include "simcuda_support.hpp"
 
@@ -155,6 +158,32 @@ TEST_CASE("a released pool refuses allocations, frees late blocks, and its cache
   CHECK(owner_of(instance->snapshot(0), reused) == static_cast<std::int64_t>(third));
   instance->deallocate(reused);
   instance->release_pool(third);
+}
+
+// Note [Capture underway]: a graph capture's stream is often new to the allocator (torch.cuda.graph
+// captures on a stream of its own); its first allocations must not ask CUDA the stream's device,
+// which a capturing stream refuses by spoiling the capture.
+TEST_CASE("a stream first seen while it captures gets pool memory and the capture survives", "[pools]") {
+  reset_simcuda();
+  auto instance = make_simcuda_allocator(core::cache_settings{});
+  cudaStream_t stream = static_cast<cudaStream_t>(create_stream(0));
+  REQUIRE(stream != nullptr);
+  const std::uint64_t pool = instance->create_pool(0);
+  backend::enter_capture();
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* small = instance->allocate_from_pool(pool, 4000, stream);
+  void* large = instance->allocate_from_pool(pool, 8 * kMiB, stream);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  backend::leave_capture();
+  CHECK(graph != nullptr);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  CHECK(owner_of(instance->snapshot(0), small) == static_cast<std::int64_t>(pool));
+  CHECK(owner_of(instance->snapshot(0), large) == static_cast<std::int64_t>(pool));
+  instance->deallocate(small);
+  instance->deallocate(large);
+  instance->release_pool(pool);
+  cudaStreamDestroy(stream);
 }
 
 TEST_CASE("memory cached by one cache is released when another runs out", "[pools]") {
