@@ -112,6 +112,7 @@ memory_snapshot snapshot(int device) { return global().snapshot(device); }
 std::string snapshot_json(int device) { return to_json(snapshot(device)); }
 std::string snapshot_pickle(int device) { return to_pytorch_pickle(snapshot(device)); }
 std::string stats_json(int device) { return to_json(get_device_stats(device), device); }
+std::string stats_json(const device_stats& stats, int device) { return to_json(stats, device); }
 std::string backend_name(int device) { return global().device(device).backend_name(); }
 
 std::string memory_summary(int device) { return memory_summary(get_device_stats(device), device); }

@@ -79,7 +79,10 @@ int fragless_torch_is_installed(void) { return fragless::torch::is_installed() ?
 
 int fragless_torch_stats_json(int device, char* buffer, unsigned long buffer_bytes, unsigned long* needed_bytes) {
   try {
-    const std::string json = fragless::stats_json(device);
+    // Installed, the keys torch.cuda.memory_stats() shares read the same (Note [Pool checkpoints]).
+    const std::string json = fragless::torch::is_installed()
+                                 ? fragless::stats_json(fragless::torch::torch_allocator::instance().visible_stats(device), device)
+                                 : fragless::stats_json(device);
     if (needed_bytes != nullptr) *needed_bytes = json.size() + 1;
     fragless::torch::copy_out(json, buffer, buffer_bytes);
     return 0;

@@ -224,9 +224,13 @@ void torch_allocator::emptyCache(c10::MempoolId_t mempool_id) {
 }
 
 c10::CachingDeviceAllocator::DeviceStats torch_allocator::getDeviceStats(c10::DeviceIndex device) {
+  return to_c10(visible_stats(device));
+}
+
+device_stats torch_allocator::visible_stats(int device) const {
   device_stats stats = fragless::get_device_stats(device);
   checkpoints_.leave_held_out(stats, device);  // Note [Pool checkpoints]
-  return to_c10(stats);
+  return stats;
 }
 
 void torch_allocator::resetAccumulatedStats(c10::DeviceIndex device) { fragless::reset_accumulated_stats(device); }

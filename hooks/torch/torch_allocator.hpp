@@ -144,6 +144,9 @@ class torch_allocator final : public c10_allocator::CUDAAllocator {
 
   // The one adapter of the process (never destroyed: DataPtr deleters may run at exit).
   static torch_allocator& instance();
+  // fragless's stats as torch.cuda.memory_stats() shows them: blocks held only for graph-tree
+  // checkpoints count as freed (Note [Pool checkpoints]). fragless.stats() reports these.
+  device_stats visible_stats(int device) const;
   // The deleter of every DataPtr this adapter makes.
   static void delete_block(void* pointer) noexcept;
 

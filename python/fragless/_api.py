@@ -54,7 +54,9 @@ def _text_from(what: str, call, initial_bytes: int, error_text) -> str:
 
 def stats(device=None) -> dict:
     """fragless's stats for the device: torch.cuda.memory_stats() keys plus fragless's own
-    (fragmentation, map/unmap calls, ...), as a flat dict."""
+    (fragmentation, map/unmap calls, ...), as a flat dict. With fragless installed, the keys
+    shared with torch.cuda.memory_stats() have its values (blocks kept only for CUDA-graph
+    checkpoints count as freed in both)."""
     handle = load_library()
     index = _device(device)
     text = _text_from(

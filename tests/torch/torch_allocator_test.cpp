@@ -509,6 +509,18 @@ TEST_CASE("torch allocator: disabled, allocations are cudaMalloc per tensor outs
   CHECK(again.get_deleter() == allocator::get()->raw_deleter());
 }
 
+// One integer of fragless_torch_stats_json's output (Note [Stats JSON]), by flat key.
+std::int64_t torch_stats_json_value(int device, const std::string& key) {
+  std::string buffer(1 << 16, '\0');
+  unsigned long needed = 0;
+  REQUIRE(fragless_torch_stats_json(device, buffer.data(), buffer.size(), &needed) == 0);
+  REQUIRE(needed <= buffer.size());
+  const std::string quoted = "\"" + key + "\":";
+  const std::size_t at = buffer.find(quoted);
+  REQUIRE(at != std::string::npos);
+  return std::stoll(buffer.substr(at + quoted.size()));
+}
+
 // Note [Pool checkpoints]: what CUDA graph trees rely on, at the c10 level.
 TEST_CASE("torch allocator: checkpoint state restores a pool's live blocks in place, stats adjusted") {
   require_installed();
@@ -532,6 +544,10 @@ TEST_CASE("torch allocator: checkpoint state restores a pool's live blocks in pl
   dies.clear();  // freed after the checkpoint: the user sees it gone ...
   const auto dies_bytes = allocated_at_checkpoint - allocated_now();
   CHECK(dies_bytes >= 3000);
+  // ... in fragless.stats() too (the C ABI it reads), which the core alone would not show.
+  CHECK(fragless::get_device_stats(0).allocated_bytes[fragless::pool_all].current == allocated_at_checkpoint);
+  CHECK(torch_stats_json_value(0, "allocated_bytes.all.current") == allocated_now());
+  CHECK(torch_stats_json_value(0, "allocation.all.current") == allocator::getDeviceStats(0).allocation[kAll].current);
   CHECK(pool_live({kept_address}));
   bool listed_free = false;
   for (const auto& segment : allocator::snapshot(id).segments) {

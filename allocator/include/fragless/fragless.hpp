@@ -169,7 +169,9 @@ FRAGLESS_API memory_snapshot snapshot(int device);
 // The snapshot as fragless JSON (Note [Snapshot JSON]) and as a PyTorch-style pickle.
 FRAGLESS_API std::string snapshot_json(int device);
 FRAGLESS_API std::string snapshot_pickle(int device);
-// The stats as JSON (Note [Stats JSON]).
+// The stats as JSON (Note [Stats JSON]); the second form writes given stats (the torch
+// adapter's, which leave out blocks held for graph-tree checkpoints).
 FRAGLESS_API std::string stats_json(int device);
+FRAGLESS_API std::string stats_json(const device_stats& stats, int device);
 
 }  // namespace fragless
