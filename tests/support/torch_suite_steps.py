@@ -31,10 +31,18 @@ def segment_pool_id(tensor):
     return None
 
 
-def only_device_pool_left():
-    """After empty_cache, whether every segment is the device's own cache's (pool id (0, 0))."""
+def segment_pool_ids():
+    """The pool ids of every segment now ((0, 0): the device's own cache)."""
+    return {tuple(s["segment_pool_id"]) for s in torch.cuda.memory_snapshot()}
+
+
+def only_device_pool_left(pools_before=frozenset()):
+    """After empty_cache, whether every segment is the device's own cache's (pool id (0, 0))
+    or a pool's that already held segments before the check began (`pools_before`, from
+    segment_pool_ids()): earlier work in the same process, such as a model compiled with
+    mode="reduce-overhead", keeps its CUDA-graph pool for as long as the process lives."""
     torch.cuda.empty_cache()
-    return all(tuple(s["segment_pool_id"]) == (0, 0) for s in torch.cuda.memory_snapshot())
+    return segment_pool_ids() <= set(pools_before) | {(0, 0)}
 
 
 @contextlib.contextmanager
