@@ -6,7 +6,8 @@ compare_workloads.py under each allocator mode of allocator_modes.py, one proces
 
 Per (workload, mode): peak device memory in use above the process's CUDA context (sampled
 from the driver's cuMemGetInfo: comparable across all modes), the allocator's own max
-reserved bytes where the mode reports it, the median step time (warm-up steps left out; the
+reserved bytes where the mode reports it, the median step time (warm-up left out: the steps
+of the workload's first cycle of shapes, compare_workloads.SHAPE_CYCLE_STEPS; the
 median over repetitions of each run's median), and whether the losses (generation: the
 generated tokens) match PyTorch's run. On simcuda only the `smoke` workload runs (the others
 need cuBLAS and kernels) and its times and losses mean nothing: simcuda runs no kernels.
@@ -29,7 +30,6 @@ import allocator_modes  # noqa: E402
 import compare_workloads  # noqa: E402
 import suite_environment  # noqa: E402
 
-WARMUP_STEPS = 2
 MIB = 1 << 20
 
 
@@ -66,7 +66,8 @@ def summarise(runs) -> dict:
     good = [r for r in runs if "error" not in r and r.get("step_seconds")]
     if not good:
         return {"error": runs[0].get("error", "no steps") if runs else "not run"}
-    step_medians = [statistics.median(r["step_seconds"][WARMUP_STEPS:] or r["step_seconds"]) for r in good]
+    warmup = compare_workloads.SHAPE_CYCLE_STEPS.get(good[0]["workload"], 2)
+    step_medians = [statistics.median(r["step_seconds"][warmup:] or r["step_seconds"]) for r in good]
     reserved = [r["max_reserved_bytes"] for r in good if r.get("max_reserved_bytes") is not None]
     return {"peak_used_bytes": statistics.median(r["peak_used_bytes"] - r["baseline_used_bytes"] for r in good),
             "max_reserved_bytes": statistics.median(reserved) if reserved else None,
@@ -143,7 +144,7 @@ def main(argv) -> int:
                         help=f"of {', '.join(compare_workloads.WORKLOADS)} (default: all but smoke on a GPU, "
                              "smoke on simcuda)")
     parser.add_argument("--modes", default=",".join(allocator_modes.MODES))
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--out", default=str(suite_environment.build_dir() / "gpu-compare"))
     options = parser.parse_args(argv)

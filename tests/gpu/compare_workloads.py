@@ -25,6 +25,10 @@ import allocator_modes  # noqa: E402
 
 NEEDS_KERNELS = {"gpt2-train", "resnet50-train", "gpt2-generate"}
 WORKLOADS = ("gpt2-train", "resnet50-train", "gpt2-generate", "smoke")
+# Steps after which every workload has seen each of its shapes once (its cycle of sequence
+# lengths, batch sizes or prompt lengths): until then every step meets new shapes, new
+# kernels and new block sizes, so compare.py leaves them out of the step time.
+SHAPE_CYCLE_STEPS = {"gpt2-train": 8, "resnet50-train": 5, "gpt2-generate": 5, "smoke": 4}
 
 
 class PeakSampler:

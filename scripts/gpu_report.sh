@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# scripts/gpu_report.sh OUT_DIR: everything only a real GPU can show, in one run, for a
+# machine that has one. Builds fragless (Release) against the torch that `python3` imports,
+# then runs, in this order (the most wanted first, so a short time budget keeps them):
+#   1. fragless-bench calibrate: the device-call price table  -> device_call_costs.txt
+#   2. every shared trace replayed through fragless, PyTorch and PyTorch with expandable
+#      segments, on the GPU                                     -> traces.json, traces.svg
+#   3. the acceptance suite (tests/gpu, pytest)
+#   4. a sample of the generated corpus, every peer            -> corpus.json
+#   5. the built-in workloads, every peer                      -> builtin.json
+#   6. the training comparison (tests/gpu/compare.py)          -> compare.json, compare.svg
+# Everything printed goes to OUT_DIR/log.txt too; each step ends with one line
+# "== NAME: passed|failed (rc N)|timed out in S s". A failed step does not stop the rest.
+#
+# It installs nothing (scripts/setup.sh needs a package registry; this needs none): the
+# machine needs CMake, a C++20 compiler, the CUDA toolkit, spdlog and fmt, and a python3 with
+# a CUDA torch 2.11 to 2.15 and pytest.
+# Environment:
+#   FRAGLESS_GPU_REPORT_SECONDS  time budget of the whole run (default 3600); each step gets
+#                                at most its own limit and what is left of the budget
+#   FRAGLESS_GPU_BUILD_DIR       build directory (default build/gpu)
+#   FRAGLESS_TRACES_DIR          shared traces (default ../shared/traces beside the checkout)
+#   FRAGLESS_GPU_CORPUS_SEEDS    corpus seeds per family (default 2)
+#   FRAGLESS_TORCH_DIR           the torch package to build against (default: python3's)
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+if [ $# -ne 1 ]; then
+  echo "usage: scripts/gpu_report.sh OUT_DIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+deadline=$((SECONDS + ${FRAGLESS_GPU_REPORT_SECONDS:-3600}))
+build=${FRAGLESS_GPU_BUILD_DIR:-$root/build/gpu}
+traces=${FRAGLESS_TRACES_DIR:-$root/../shared/traces}
+corpus_seeds=${FRAGLESS_GPU_CORPUS_SEEDS:-2}
+python=${PYTHON:-python3}
+peers=fragless,pytorch,pytorch-expandable
+bench=$build/bench/fragless-bench
+export root out build python
+exec > >(tee -a "$out/log.txt") 2>&1
+
+# step NAME MAX_SECONDS COMMAND...: runs COMMAND for at most MAX_SECONDS and what is left of
+# the budget, and says how it ended.
+failures=0
+step() {
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  local left=$((deadline - SECONDS))
+  ((left < limit)) && limit=$left
+  if ((limit < 15)); then
+    echo "== $name: skipped (time budget spent)"
+    return
+  fi
+  echo "== $name (at most ${limit} s)"
+  if declare -F "$1" >/dev/null; then  # a function of this script: run in a child bash
+    timeout --kill-after=10 "$limit" bash -c "$(declare -f "$1"); $1"
+  else
+    timeout --kill-after=10 "$limit" "$@"
+  fi
+  rc=$?
+  if ((rc == 0)); then
+    echo "== $name: passed in $((SECONDS - start)) s"
+  elif ((rc == 124 || rc == 137)); then
+    echo "== $name: timed out in $((SECONDS - start)) s"
+    failures=$((failures + 1))
+  else
+    echo "== $name: failed (rc $rc) in $((SECONDS - start)) s"
+    failures=$((failures + 1))
+  fi
+}
+
+echo "== machine"
+nvidia-smi -L || true
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv || true
+torch_dir=${FRAGLESS_TORCH_DIR:-$("$python" -c "import torch, os; print(os.path.dirname(torch.__file__))")} || {
+  echo "gpu_report: $python cannot import torch" >&2
+  exit 1
+}
+export torch_dir
+"$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))" || true
+command -v nvcc >/dev/null && nvcc --version | tail -1
+echo "fragless $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
+
+configure_and_build() {
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAGLESS_BUILD_TESTS=OFF \
+    -DFRAGLESS_TORCH_DIR="$torch_dir" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; return 1; }
+  cmake --build "$build" -j "$(nproc)" --target fragless fragless_torch fragless_preload fragless-bench \
+    fragless_bench_counting
+}
+mkdir -p "$(dirname "$build")"
+step build 600 configure_and_build
+if [ ! -x "$bench" ]; then
+  echo "gpu_report: the build failed; nothing else can run" >&2
+  exit 1
+fi
+
+step calibrate 120 "$bench" calibrate -o "$out/device_call_costs.txt"
+[ -f "$out/device_call_costs.txt" ] && cat "$out/device_call_costs.txt"
+
+step "shared traces" 300 "$bench" replay --traces "$traces" --allocators "$peers" --repetitions 5 \
+  --json "$out/traces.json" --plot "$out/traces.svg"
+
+export FRAGLESS_BUILD_DIR=$build
+step "acceptance suite" 400 "$python" tests/gpu/run.py -q -rs
+
+step "corpus sample" 300 "$bench" corpus --seeds "$corpus_seeds" --repetitions 5 --jobs 1 \
+  --allocators "$peers" --json "$out/corpus.json"
+
+step "built-in workloads" 200 "$bench" builtin --allocators "$peers" --repetitions 3 --json "$out/builtin.json"
+
+compare_and_copy() {
+  "$python" tests/gpu/run.py --compare --workloads gpt2-train,resnet50-train,gpt2-generate \
+    --modes pytorch,expandable,install --repetitions 1 --out "$build/gpu-compare" || return
+  cp "$build/gpu-compare/results.json" "$out/compare.json"
+  cp "$build/gpu-compare/peak-memory.svg" "$out/compare.svg"
+}
+step "training comparison" 400 compare_and_copy
+
+echo "== gpu_report: $failures step(s) failed or timed out; outputs in $out"
+exit $((failures > 0))
