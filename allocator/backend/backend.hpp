@@ -56,6 +56,19 @@ class backend {
   virtual status release_physical(int device, physical_handle handle) noexcept = 0;
   // Maps `handle` at `address` and grants the device read/write access.
   virtual status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept = 0;
+  // The two halves of map(), for a caller that maps several handles side by side and then
+  // grants access to the whole range in one call (Note [Access per run] in
+  // core/vmm_pool_pages.cpp). Memory mapped this way must not be touched before
+  // set_access covers it. The defaults do it all in the first half.
+  virtual status map_without_access(int device, std::uintptr_t address, std::size_t bytes,
+                                    physical_handle handle) noexcept {
+    return map(device, address, bytes, handle);
+  }
+  // Grants the device read/write access to [address, address + bytes), all of it mapped.
+  virtual status set_access(int device, std::uintptr_t address, std::size_t bytes) noexcept {
+    (void)device, (void)address, (void)bytes;
+    return status::ok;
+  }
   virtual status unmap(int device, std::uintptr_t address, std::size_t bytes) noexcept = 0;
 
   // ---- events (the allocator pools them: see event_pool.hpp) ----

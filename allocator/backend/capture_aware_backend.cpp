@@ -50,6 +50,13 @@ class capture_aware_backend final : public backend {
   status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept override {
     return passed(wrapped_->map(device, address, bytes, handle));
   }
+  status map_without_access(int device, std::uintptr_t address, std::size_t bytes,
+                            physical_handle handle) noexcept override {
+    return passed(wrapped_->map_without_access(device, address, bytes, handle));
+  }
+  status set_access(int device, std::uintptr_t address, std::size_t bytes) noexcept override {
+    return passed(wrapped_->set_access(device, address, bytes));
+  }
   status unmap(int device, std::uintptr_t address, std::size_t bytes) noexcept override {
     if (capture_underway()) return held_back();
     return passed(wrapped_->unmap(device, address, bytes));

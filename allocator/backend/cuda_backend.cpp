@@ -238,16 +238,26 @@ class cuda_backend final : public backend {
   }
 
   status map(int device, std::uintptr_t address, std::size_t bytes, physical_handle handle) noexcept override {
-    relaxed_capture_guard relaxed;  // Note [Capture underway]
-    const driver_entry_points& table = drivers();
-    status result = from_driver(
-        table.mem_map(static_cast<CUdeviceptr>(address), bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0),
-        "cuMemMap");
+    status result = map_without_access(device, address, bytes, handle);
     if (result != status::ok) return result;
-    const CUmemAccessDesc access = device_read_write_access(device);
-    result = from_driver(table.set_access(static_cast<CUdeviceptr>(address), bytes, &access, 1), "cuMemSetAccess");
-    if (result != status::ok) table.mem_unmap(static_cast<CUdeviceptr>(address), bytes);
+    result = set_access(device, address, bytes);
+    if (result != status::ok) drivers().mem_unmap(static_cast<CUdeviceptr>(address), bytes);
     return result;
+  }
+
+  status map_without_access(int device, std::uintptr_t address, std::size_t bytes,
+                            physical_handle handle) noexcept override {
+    (void)device;
+    relaxed_capture_guard relaxed;  // Note [Capture underway]
+    return from_driver(drivers().mem_map(static_cast<CUdeviceptr>(address), bytes, 0,
+                                         static_cast<CUmemGenericAllocationHandle>(handle), 0),
+                       "cuMemMap");
+  }
+
+  status set_access(int device, std::uintptr_t address, std::size_t bytes) noexcept override {
+    relaxed_capture_guard relaxed;  // Note [Capture underway]
+    const CUmemAccessDesc access = device_read_write_access(device);
+    return from_driver(drivers().set_access(static_cast<CUdeviceptr>(address), bytes, &access, 1), "cuMemSetAccess");
   }
 
   status unmap(int device, std::uintptr_t address, std::size_t bytes) noexcept override {

@@ -157,8 +157,15 @@ class vmm_pool final : public large_pool {
   // Unmaps the chunk at `head` (its pages become unmapped) and hands over its handle;
   // false, with the chunk still mapped, when the device refused.
   bool unmap_chunk(std::size_t head, backend::physical_handle* handle) noexcept;
-  // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]).
+  // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]),
+  // without access: map_missing_pages grants it per run (Note [Access per run]).
   backend::status map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept;
+  // Pages [begin_page, end_page): chunks mapped side by side, access not yet granted.
+  struct inaccessible_run {
+    std::size_t begin_page, end_page;
+  };
+  // Grants access to the run and empties it; on failure unmaps and releases its chunks.
+  backend::status grant_access(inaccessible_run* run) noexcept;
   // Releases a physical handle, or keeps it for a later retry when the release fails.
   void release_handle(backend::physical_handle handle) noexcept;
   // Note [Growth]: before reserved memory grows by `bytes`, gives back idle cached

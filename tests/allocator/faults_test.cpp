@@ -29,7 +29,8 @@ const char* const kFunctions[] = {
     "cudaMalloc",          "cudaFree",        "cuMemCreate",         "cuMemMap",
     "cuMemSetAccess",      "cuMemUnmap",      "cuMemRelease",        "cuMemAddressReserve",
     "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventQuery", "cudaStreamWaitEvent",
-    "cudaDeviceSynchronize", "cudaMemGetInfo", "cudaStreamGetDevice", "cudaEventDestroy"};
+    "cudaDeviceSynchronize", "cudaMemGetInfo", "cudaStreamGetDevice", "cudaEventDestroy",
+    "cudaStreamIsCapturing"};
 
 struct outcome {
   int errors = 0;
