@@ -215,9 +215,12 @@ class vmm_pool final : public large_pool {
     stream_set streams;  // while cached: streams that may still touch it
     std::uint32_t free_since_epoch = 0;
     std::uint64_t plan_sequence = 0;  // Note [Loop plans]: the block's; 0 while cached or unrecorded
-    // Cached, wholly mapped and of exactly `rounded_bytes`: a request of that size reuses it.
+    // False only for a stitch kept after its access change failed (Note [Access per run]).
+    bool accessible = true;
+    // Cached, wholly mapped, accessible and of exactly `rounded_bytes`: a request of that
+    // size reuses it.
     bool fits_exactly(std::size_t rounded_bytes) const noexcept {
-      return !in_use && bytes == rounded_bytes && range_bytes == rounded_bytes;
+      return !in_use && accessible && bytes == rounded_bytes && range_bytes == rounded_bytes;
     }
   };
   std::map<std::uintptr_t, dedicated_mapping> dedicated_;

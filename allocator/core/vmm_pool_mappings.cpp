@@ -123,7 +123,7 @@ backend::status vmm_pool::allocate_stitched(std::size_t size_bytes, stream_id st
     result = take_page(0, 0, false, &handle);
     if (result != backend::status::ok) break;
     const std::int64_t start = now_ns();
-    result = backend_.map(device_, base + offset, page_bytes, handle);
+    result = backend_.map_without_access(device_, base + offset, page_bytes, handle);  // Note [Access per run]
     counters_.map_ns += now_ns() - start;
     if (result != backend::status::ok) {
       release_handle(handle);
@@ -133,6 +133,14 @@ backend::status vmm_pool::allocate_stitched(std::size_t size_bytes, stream_id st
     handles.push_back(handle);  // reserved above: cannot throw
     dedicated_bytes_ += page_bytes;  // counted at once: the next take_page checks the limit
     note_growth();                   // Note [Growth]
+  }
+  // Note [Access per run]: the whole stitch in one access change.
+  bool granted = false;
+  if (result == backend::status::ok) {
+    const std::int64_t start = now_ns();
+    result = backend_.set_access(device_, base, bytes);
+    counters_.map_ns += now_ns() - start;
+    granted = result == backend::status::ok;
   }
   if (result == backend::status::ok) {
     try {
@@ -162,7 +170,8 @@ backend::status vmm_pool::allocate_stitched(std::size_t size_bytes, stream_id st
     }
     const std::size_t kept_bytes = handles.size() * page_bytes;
     try {
-      dedicated_.emplace(base, dedicated_mapping{kept_bytes, bytes, handles, true, false, {}, pages_.epoch()});
+      auto kept = dedicated_.emplace(base, dedicated_mapping{kept_bytes, bytes, handles, true, false, {}, pages_.epoch()});
+      kept.first->second.accessible = granted;  // without access it is never handed out
       dedicated_cached_bytes_ += kept_bytes;
       notify_segment_event(device_, segment_event_kind::alloc, base, kept_bytes);
     } catch (...) {

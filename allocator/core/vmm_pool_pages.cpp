@@ -251,12 +251,15 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
 // 1 us for cuMemMap; docs/cost_model.md), and its price barely grows with the range (45 us
 // for 32 MiB). So the chunks a block's missing run is made of are mapped side by side
 // first and access to the run is granted in one call, as expandable segments do for their
-// handles; a run broken by pages already mapped is one call per piece. Until then no page
+// handles; a run broken by pages already mapped is one call per piece, and a stitch
+// (Note [Stitching]) is one call for all its pages. Until then no page
 // of the run is used: the block is placed only after map_missing_pages returns, and a
 // later chunk of the same block is never taken from the block's own range. If granting
 // fails, the run's chunks are unmapped and released, as map() undoes a mapping whose
 // access it could not set; the pages are unmapped to the pool even when an unmap fails
-// (the next map there then fails, and is handled as a failed map).
+// (the next map there then fails, and is handled as a failed map). A stitch whose access
+// change fails is undone the same way; what an unmap failure leaves of it is kept marked
+// inaccessible, never handed out, and released by a later pass.
 backend::status vmm_pool::grant_access(inaccessible_run* run) noexcept {
   if (run->begin_page == run->end_page) return backend::status::ok;
   const std::uintptr_t address = pages_.page_address(run->begin_page);
