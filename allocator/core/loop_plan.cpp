@@ -37,20 +37,15 @@ struct step_block {
   std::size_t lifetime() const noexcept { return first_end - first_begin + second_end; }
 };
 
-bool lifetimes_meet(const step_block& a, const step_block& b) noexcept {
-  auto meet = [](std::size_t a_begin, std::size_t a_end, std::size_t b_begin, std::size_t b_end) {
-    return a_begin < b_end && b_begin < a_end;
-  };
-  return meet(a.first_begin, a.first_end, b.first_begin, b.first_end) ||
-         meet(a.first_begin, a.first_end, 0, b.second_end) || meet(0, a.second_end, b.first_begin, b.first_end) ||
-         (a.second_end > 0 && b.second_end > 0);
-}
-
 // Largest first (`by_lifetime`: longer lifetimes first among equal sizes, else earlier
 // starts first), each in the smallest gap among the placed blocks it meets (lowest offset
 // among equals), else above them all. Sets every block's offset; returns the span.
 // The placed blocks are kept in (offset, end) order, so the blocks a new one meets come
 // out sorted without a sort per block (the sort was half of a 3,000-event step's layout).
+// The scan is blocks^2 lifetime tests, so each placed entry carries its lifetime: the test
+// reads consecutive memory, not the block's record (16-20 % less time than through an
+// index: 68 -> 57 ms for a 13,782-event training step; docs/compaction.md has the faster
+// searches tried).
 std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
   std::vector<std::size_t> order(blocks.size());
   for (std::size_t index = 0; index < order.size(); ++index) order[index] = index;
@@ -60,8 +55,10 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
     return blocks[a].phase < blocks[b].phase;
   });
   struct placed_block {
-    std::size_t offset_bytes, end_bytes, index;
+    std::size_t offset_bytes, end_bytes;
+    std::uint32_t first_begin, first_end, second_end;  // phases: a step is at most kMaxLogTokens
   };
+  static_assert(loop_plan::kMaxLogTokens <= UINT32_MAX);
   std::vector<placed_block> placed;  // by (offset, end)
   placed.reserve(blocks.size());
   std::size_t span = 0;
@@ -69,8 +66,12 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
     step_block& block = blocks[index];
     std::size_t covered = 0;
     std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
+    const auto begin = static_cast<std::uint32_t>(block.first_begin), end = static_cast<std::uint32_t>(block.first_end),
+               second_end = static_cast<std::uint32_t>(block.second_end);
     for (const placed_block& other : placed) {
-      if (!lifetimes_meet(block, blocks[other.index])) continue;
+      const bool meet = (begin < other.first_end && other.first_begin < end) || begin < other.second_end ||
+                        other.first_begin < second_end || (second_end > 0 && other.second_end > 0);
+      if (!meet) continue;
       if (other.offset_bytes > covered && other.offset_bytes - covered >= block.size_bytes &&
           other.offset_bytes - covered < best_gap) {
         best_gap = other.offset_bytes - covered;
@@ -80,7 +81,9 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
     }
     block.offset_bytes = best_offset != SIZE_MAX ? best_offset : covered;
     span = std::max(span, block.offset_bytes + block.size_bytes);
-    const placed_block entry{block.offset_bytes, block.offset_bytes + block.size_bytes, index};
+    const placed_block entry{block.offset_bytes, block.offset_bytes + block.size_bytes,
+                             static_cast<std::uint32_t>(block.first_begin), static_cast<std::uint32_t>(block.first_end),
+                             static_cast<std::uint32_t>(block.second_end)};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
                                    [](const placed_block& a, const placed_block& b) {
                                      return std::tie(a.offset_bytes, a.end_bytes) < std::tie(b.offset_bytes, b.end_bytes);
