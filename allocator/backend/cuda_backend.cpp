@@ -141,13 +141,12 @@ class cuda_backend final : public backend {
     // and invalidates the capture); the caller's device stands for it.
     cudaStreamCaptureStatus capture_status = cudaStreamCaptureStatusNone;
     const cudaError_t asked = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture_status);
-    if ((asked == cudaSuccess && capture_status != cudaStreamCaptureStatusNone) ||
-        asked == cudaErrorStreamCaptureImplicit) {
-      if (asked != cudaSuccess) cudaGetLastError();
+    if (asked != cudaSuccess) cudaGetLastError();  // the query below reports a bad stream
+    if (asked == cudaErrorStreamCaptureImplicit ||
+        (asked == cudaSuccess && capture_status != cudaStreamCaptureStatusNone)) {
       *device = fallback_device;
       return status::ok;
     }
-    if (asked != cudaSuccess) cudaGetLastError();
     relaxed_capture_guard relaxed;
     return from_runtime(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), device), "cudaStreamGetDevice");
   }

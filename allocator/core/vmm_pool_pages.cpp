@@ -270,11 +270,12 @@ backend::status vmm_pool::grant_access(inaccessible_run* run) noexcept {
   if (result != backend::status::ok) {
     for (std::size_t head = run->begin_page; head < run->end_page;) {
       const std::size_t count = pages_.chunk_pages(head);
-      const std::uintptr_t chunk_address = pages_.page_address(head);
-      const std::size_t chunk_bytes = count * pages_.page_bytes();
-      if (backend_.unmap(device_, chunk_address, chunk_bytes) == backend::status::ok) ++counters_.unmap;
-      notify_segment_event(device_, segment_event_kind::unmap, chunk_address, chunk_bytes);
-      release_handle(pages_.set_unmapped(head));
+      backend::physical_handle handle = 0;
+      if (!unmap_chunk(head, &handle)) {  // the device refused: the pool forgets the mapping anyway
+        notify_segment_event(device_, segment_event_kind::unmap, pages_.page_address(head), count * pages_.page_bytes());
+        handle = pages_.set_unmapped(head);
+      }
+      release_handle(handle);
       head += count;
     }
   }
