@@ -1,8 +1,12 @@
 // Loop plans: recording, step detection, offline layout (Note [Loop plans]).
 #include "core/loop_plan.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "core/log.hpp"
@@ -46,7 +50,8 @@ struct step_block {
 // reads consecutive memory, not the block's record (16-20 % less time than through an
 // index: 68 -> 57 ms for a 13,782-event training step; docs/compaction.md has the faster
 // searches tried).
-std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
+// Returns 0 at once when `cancel` is set (Note [Layout threads]).
+std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime, const std::atomic<bool>* cancel) {
   std::vector<std::size_t> order(blocks.size());
   for (std::size_t index = 0; index < order.size(); ++index) order[index] = index;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -63,6 +68,7 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
   placed.reserve(blocks.size());
   std::size_t span = 0;
   for (std::size_t index : order) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
     step_block& block = blocks[index];
     std::size_t covered = 0;
     std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
@@ -95,17 +101,142 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime) {
 
 // Note [Loop plans]: two orders, the narrower layout wins. Neither is best everywhere: on
 // the replayed traces starts-first was up to 2.6 % narrower, lifetimes-first up to 0.8 %.
-std::size_t lay_out_narrowest(std::vector<step_block>& blocks) {
-  const std::size_t by_start = lay_out(blocks, false);
-  std::vector<std::size_t> start_offsets(blocks.size());
-  for (std::size_t index = 0; index < blocks.size(); ++index) start_offsets[index] = blocks[index].offset_bytes;
-  const std::size_t by_lifetime = lay_out(blocks, true);
-  if (by_lifetime <= by_start) return by_lifetime;
-  for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = start_offsets[index];
+// Note [Layout threads]: the two orders are independent, so a large step's second order
+// runs on a thread of its own, joined before this returns: the same layout in about half
+// the time.
+std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel) {
+  std::vector<step_block> lifetime_blocks = blocks;
+  std::size_t by_lifetime = 0;
+  bool lifetime_done = false;
+  std::thread worker;
+  if (blocks.size() >= loop_plan::kLayoutThreadBlocks) {
+    try {
+      worker = std::thread([&] {
+        try {
+          by_lifetime = lay_out(lifetime_blocks, true, cancel);
+          lifetime_done = true;
+        } catch (...) {
+          // no host memory there: laid out again here, after the join
+        }
+      });
+    } catch (...) {
+      // no thread to be had: one order after the other
+    }
+  }
+  std::size_t by_start = 0;
+  try {
+    by_start = lay_out(blocks, false, cancel);
+  } catch (...) {
+    if (worker.joinable()) worker.join();
+    throw;
+  }
+  if (worker.joinable()) worker.join();
+  if (!lifetime_done) by_lifetime = lay_out(lifetime_blocks, true, cancel);
+  if (by_lifetime <= by_start) {
+    blocks = std::move(lifetime_blocks);
+    return by_lifetime;
+  }
   return by_start;
 }
 
 }  // namespace
+
+// Note [Layout threads]
+// Laying out a step is blocks^2 work (225 ms for pangu_2.6B's 13,000-block step on a 2-core
+// machine, about a second at kMaxPlannedBlocks), and it used to run on the thread that
+// allocates, under the device lock: a training loop stalled for that long at the step where
+// its plan was found (on an H200, one GPT-2 step of 200 ms among steps of 30). A step of
+// kLayoutThreadBlocks blocks or more is therefore laid out on a thread of its own (its
+// second order on a second thread), from a copy of the step, while the loop goes on: the
+// plan compares the events with the step meanwhile, as it does any plan, and takes the
+// layout where it would start placing (the step's least-live event, usually about half a
+// step later) -- waiting for it there if it is not done. So the plan starts at the same
+// event with the same layout as when it was laid out at once, whatever the threads'
+// timing: only a layout too wide is found out later, at that event instead of where the
+// step was found, and the events in between, compared rather than recorded, are lost to
+// the log (recording starts again there). A deviation before then stops the layout. A
+// smaller step is laid out at once: 1 ms for 1,000 blocks, where a thread's start (about
+// 50 us) would not pay. In a child forked while a layout was under way the thread does not
+// exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
+// out every step on the allocating thread.
+struct loop_plan::layout_job {
+  std::vector<step_block> blocks;
+  std::size_t peak_bytes = 0;
+  std::size_t churn_bytes = 0;
+  std::pair<std::uint64_t, std::size_t> step{};  // (window hash, length), for rejected_steps_
+  std::int64_t started_ns = 0;
+  std::size_t span_bytes = 0;  // written by the thread, read after the join
+  bool done = false;           // likewise: false when it ran out of host memory
+  std::atomic<bool> cancelled{false};
+  std::thread thread;
+  pid_t pid = 0;
+
+  // Waits for the thread, if any; in a forked child only forgets it.
+  void join() noexcept {
+    if (!thread.joinable()) return;
+    try {
+      if (pid == ::getpid()) {
+        thread.join();
+        return;
+      }
+      done = false;
+    } catch (...) {
+      done = false;
+    }
+    try {
+      thread.detach();
+    } catch (...) {
+    }
+  }
+};
+
+loop_plan::loop_plan(double headroom_fraction, double churn_headroom_fraction, bool layout_threads) noexcept
+    : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction),
+      churn_headroom_(churn_headroom_fraction < 0 ? 0 : churn_headroom_fraction),
+      layout_threads_(layout_threads) {}
+
+loop_plan::~loop_plan() { cancel_layout(); }
+
+void loop_plan::cancel_layout() noexcept {
+  if (layout_ == nullptr) return;
+  layout_->cancelled.store(true, std::memory_order_relaxed);
+  layout_->join();
+  layout_.reset();
+}
+
+bool loop_plan::finish_layout() noexcept {
+  std::unique_ptr<layout_job> job = std::move(layout_);
+  const std::int64_t wait_start_ns = now_ns();
+  job->join();
+  const char* rejected = job->done ? take_layout(*job) : "no host memory for the layout";
+  if (log_enabled(log_level::debug))
+    log_message(log_level::debug, "loop plan: step of " + std::to_string(plan_.size()) + " events laid out on a thread: " +
+                                      (rejected == nullptr ? "planned, span " + std::to_string(span_bytes_) + " bytes"
+                                                           : std::string("not planned (") + rejected + ")") +
+                                      ", " + std::to_string((now_ns() - job->started_ns) / 1000) + " us, waited " +
+                                      std::to_string((now_ns() - wait_start_ns) / 1000) + " us");
+  if (rejected == nullptr) return true;
+  if (rejected == kLayoutTooWide) {
+    ++counters_.plans_rejected;
+    planning_failed_ = true;
+    try {
+      if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
+      rejected_steps_.push_back(job->step);
+    } catch (...) {
+      // only the memory of a rejection is lost: the step may be laid out again
+    }
+  }
+  drop_plan();
+  return false;
+}
+
+void loop_plan::drop_plan() noexcept {
+  active_ = false;
+  pending_ = false;
+  placing_ = false;
+  plan_.clear();
+  clear_log();
+}
 
 void loop_plan::set_enabled(bool enabled) noexcept {
   if (!enabled) {
@@ -167,6 +298,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
   if (placing_ && plan_[phase_].offset_bytes >= 0) ++counters_.planned_allocations;
   phase_ = phase_ + 1 == plan_.size() ? 0 : phase_ + 1;
   if (placing_ || phase_ != start_phase_) return;
+  if (layout_ != nullptr && !finish_layout()) return;  // Note [Layout threads]
   if (postponed_) {
     postponed_ = false;
     if (latest_churn_bytes_ == churn_when_postponed_bytes_) {
@@ -194,6 +326,7 @@ void loop_plan::activate() noexcept {
 }
 
 void loop_plan::reject() noexcept {
+  cancel_layout();
   ++counters_.plans_rejected;
   planning_failed_ = true;
   active_ = false;
@@ -203,6 +336,7 @@ void loop_plan::reject() noexcept {
 }
 
 void loop_plan::abandon(const char* reason) noexcept {
+  cancel_layout();  // Note [Layout threads]
   if (active_) {
     if (placing_) ++counters_.plans_abandoned;
     planning_failed_ = true;  // Note [Move budget]
@@ -284,7 +418,7 @@ void loop_plan::look_for_step() {
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
   const std::int64_t build_start_ns = now_ns();
   const auto step_churn_bytes = static_cast<std::size_t>(log_[newest].churn_bytes - log_[previous].churn_bytes);
-  const char* rejected = build_plan(previous + 1, newest + 1, step_churn_bytes);
+  const char* rejected = build_plan(previous + 1, newest + 1, step_churn_bytes, step);
   const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     active_ = true;
@@ -306,12 +440,14 @@ void loop_plan::look_for_step() {
   if (log_enabled(log_level::debug))
     log_message(log_level::debug, "loop plan: step of " + std::to_string(step_tokens) + " events at event " +
                                       std::to_string(newest) + ": " +
-                                      (rejected == nullptr ? "planned, span " + std::to_string(span_bytes_) + " bytes"
-                                                           : std::string("not planned (") + rejected + ")") +
+                                      (rejected != nullptr  ? std::string("not planned (") + rejected + ")"
+                                       : layout_ != nullptr ? std::string("laying out on a thread")
+                                                            : "planned, span " + std::to_string(span_bytes_) + " bytes") +
                                       ", " + std::to_string(build_ns / 1000) + " us");
 }
 
-const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes) {
+const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes,
+                                  std::pair<std::uint64_t, std::size_t> step) {
   const std::size_t step_tokens = step_end - step_begin;
   std::vector<std::int64_t> block_of_phase(step_tokens, -1);
   std::vector<step_block> blocks;
@@ -372,19 +508,54 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
       start_phase = phase + 1 == step_tokens ? 0 : phase + 1;
     }
   }
-  const std::size_t span = lay_out_narrowest(blocks);
-  // Note [Loop plans]: within the headroom, or wider than the step's peak by no more than
-  // the pages the step churned -- what the move budget would create for it instead.
-  const bool within_headroom = static_cast<double>(span) <= static_cast<double>(peak) * (1.0 + headroom_);
-  const bool paid_by_churn = static_cast<double>(span) <= static_cast<double>(peak) * (1.0 + churn_headroom_) &&
-                             span - std::min(span, static_cast<std::size_t>(peak)) <= churn_bytes;
-  if (!within_headroom && !paid_by_churn) return kLayoutTooWide;
-  plan_.assign(step_tokens, planned_token{});
-  for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].token = log_[step_begin + phase].token;
-  for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase].offset_bytes = -1;
-  for (const step_block& block : blocks) plan_[block.phase].offset_bytes = static_cast<std::int64_t>(block.offset_bytes);
-  span_bytes_ = span;
+  auto job = std::make_unique<layout_job>();
+  job->blocks = std::move(blocks);
+  job->peak_bytes = static_cast<std::size_t>(peak);
+  job->churn_bytes = churn_bytes;
+  job->step = step;
+  job->started_ns = now_ns();
   start_phase_ = start_phase;
+  plan_.assign(step_tokens, planned_token{});
+  for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
+  span_bytes_ = 0;
+  // Note [Layout threads]: a large step is laid out while the loop goes on, up to the event
+  // where placing starts (when that is the next one, it is laid out here).
+  cancel_layout();
+  if (layout_threads_ && start_phase != 0 && job->blocks.size() >= kLayoutThreadBlocks) {
+    job->pid = ::getpid();
+    layout_job* const running = job.get();
+    try {
+      job->thread = std::thread([running] {
+        try {
+          running->span_bytes = lay_out_narrowest(running->blocks, &running->cancelled);
+          running->done = !running->cancelled.load(std::memory_order_relaxed);
+        } catch (...) {
+          // no host memory: done stays false, and the plan is dropped when it is taken
+        }
+      });
+      layout_ = std::move(job);
+      return nullptr;
+    } catch (...) {
+      // no thread to be had: laid out here
+    }
+  }
+  job->span_bytes = lay_out_narrowest(job->blocks, nullptr);
+  const char* rejected = take_layout(*job);
+  if (rejected != nullptr) plan_.clear();
+  return rejected;
+}
+
+// Note [Loop plans]: within the headroom, or wider than the step's peak by no more than
+// the pages the step churned -- what the move budget would create for it instead.
+const char* loop_plan::take_layout(const layout_job& job) noexcept {
+  const std::size_t span = job.span_bytes;
+  const auto peak = static_cast<double>(job.peak_bytes);
+  const bool within_headroom = static_cast<double>(span) <= peak * (1.0 + headroom_);
+  const bool paid_by_churn = static_cast<double>(span) <= peak * (1.0 + churn_headroom_) &&
+                             span - std::min(span, job.peak_bytes) <= job.churn_bytes;
+  if (!within_headroom && !paid_by_churn) return kLayoutTooWide;
+  for (const step_block& block : job.blocks) plan_[block.phase].offset_bytes = static_cast<std::int64_t>(block.offset_bytes);
+  span_bytes_ = span;
   return nullptr;
 }
 

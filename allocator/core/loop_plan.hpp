@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -134,13 +135,18 @@ class loop_plan {
   static constexpr std::size_t kMinStepTokens = 8;
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
 
+  // Note [Layout threads]: a step of at least this many blocks is laid out on threads of
+  // its own (with `layout_threads`, the loop_plan_threads option) while the loop goes on.
+  static constexpr std::size_t kLayoutThreadBlocks = 1024;
+
   // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by
   // `headroom_fraction` (the loop_plan_headroom option), or by up to
   // `churn_headroom_fraction` (loop_plan_churn_headroom) where the step's churn pays for
   // the excess. Starts disabled.
-  explicit loop_plan(double headroom_fraction, double churn_headroom_fraction = 0) noexcept
-      : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction),
-        churn_headroom_(churn_headroom_fraction < 0 ? 0 : churn_headroom_fraction) {}
+  explicit loop_plan(double headroom_fraction, double churn_headroom_fraction = 0, bool layout_threads = true) noexcept;
+  ~loop_plan();
+  loop_plan(const loop_plan&) = delete;
+  loop_plan& operator=(const loop_plan&) = delete;
 
   void set_enabled(bool enabled) noexcept;
   bool enabled() const noexcept { return enabled_; }
@@ -173,6 +179,9 @@ class loop_plan {
   // Leaves the active plan (a deviation the caller saw); recording starts again.
   void abandon(const char* reason) noexcept;
 
+  // Note [Layout threads]: a step's layout is under way on a thread of its own.
+  bool layout_under_way() const noexcept { return layout_ != nullptr; }
+
   const loop_plan_counters& counters() const noexcept { return counters_; }
   // Note [Move budget]: a plan could not help the loop seen so far -- a candidate step's
   // layout was too wide, a plan was abandoned or found no address range, or a whole log
@@ -192,13 +201,27 @@ class loop_plan {
   void look_for_step();
   // nullptr when planned, else why not.
   // `churn_bytes`: what the step moved (or created past the move budget).
-  const char* build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes);
+  const char* build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes,
+                         std::pair<std::uint64_t, std::size_t> step);
   void follow(const loop_token& token) noexcept;
+  // Note [Layout threads]
+  struct layout_job;
+  // Waits for the layout under way and takes it: false when it was too wide or could not
+  // be made (the plan is then dropped, and recording starts again).
+  bool finish_layout() noexcept;
+  // Stops the layout under way, if any, and waits for its threads.
+  void cancel_layout() noexcept;
+  // The plan's offsets and span from a finished layout; the reason when it is not taken.
+  const char* take_layout(const layout_job& job) noexcept;
+  // Leaves the plan before it placed anything; recording starts again.
+  void drop_plan() noexcept;
 
   bool enabled_ = false;
   bool planning_failed_ = false;  // Note [Move budget]
   const double headroom_;
   const double churn_headroom_;
+  const bool layout_threads_;           // Note [Layout threads]
+  std::unique_ptr<layout_job> layout_;  // the layout under way, if any
   loop_plan_counters counters_;
   std::uint64_t next_sequence_ = 1;
 

@@ -45,6 +45,7 @@ struct drive_result {
   std::size_t first_planned_step = SIZE_MAX;
   std::size_t overlaps = 0;
   std::size_t span_bytes = 0;
+  bool saw_layout_under_way = false;  // Note [Layout threads]
 };
 
 // The pool churns `churn_per_step_bytes` at the start of each of the first
@@ -54,6 +55,7 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
                    std::size_t moving_steps = SIZE_MAX, bool costly_hand_over = false) {
   drive_result result;
   auto start_if_pending = [&] {
+    result.saw_layout_under_way = result.saw_layout_under_way || plan.layout_under_way();
     if (!plan.plan_pending()) return;
     if (costly_hand_over && !plan.confirmed()) {
       plan.postpone();
@@ -257,4 +259,87 @@ TEST_CASE("disabled, nothing is recorded or planned", "[loop_plan]") {
   CHECK(result.planned_allocations == 0);
   CHECK(plan.counters().plans_built == 0);
   CHECK(plan.counters().plans_rejected == 0);
+}
+
+// Note [Layout threads]: a step of kLayoutThreadBlocks blocks or more is laid out on threads
+// while the loop goes on; the plan must start at the same event with the same layout as
+// one laid out at once.
+TEST_CASE("a large step laid out on threads starts the plan a layout at once would", "[loop_plan]") {
+  const std::size_t blocks = loop_plan::kLayoutThreadBlocks + 100;
+  for (std::uint32_t seed = 1; seed <= 4; ++seed) {
+    INFO("seed " << seed);
+    const step_shape shape = random_step(seed, blocks);
+    loop_plan threaded(0.10, 0.10, true);
+    threaded.set_enabled(true);
+    loop_plan at_once(0.10, 0.10, false);
+    at_once.set_enabled(true);
+    const drive_result with_threads = drive(threaded, shape, 5);
+    const drive_result without = drive(at_once, shape, 5);
+    CHECK(with_threads.saw_layout_under_way);
+    CHECK_FALSE(without.saw_layout_under_way);
+    CHECK(with_threads.overlaps == 0);
+    CHECK(with_threads.first_planned_step == without.first_planned_step);
+    CHECK(with_threads.span_bytes == without.span_bytes);
+    CHECK(with_threads.planned_allocations == without.planned_allocations);
+    CHECK(threaded.counters().plans_built == at_once.counters().plans_built);
+    CHECK(threaded.counters().plans_rejected == at_once.counters().plans_rejected);
+    CHECK(threaded.active() == at_once.active());
+  }
+}
+
+TEST_CASE("a large step's layout too wide is refused where placing would start", "[loop_plan]") {
+  // Headroom 0: a layout at the step's peak or nothing. Whether laid out on threads or at
+  // once, nothing is placed, the plan counts as failed, and the step is not laid out again.
+  const step_shape shape = random_step(21, loop_plan::kLayoutThreadBlocks + 100);
+  loop_plan threaded(0.0, 0.0, true);
+  threaded.set_enabled(true);
+  loop_plan at_once(0.0, 0.0, false);
+  at_once.set_enabled(true);
+  const drive_result with_threads = drive(threaded, shape, 6);
+  const drive_result without = drive(at_once, shape, 6);
+  REQUIRE(at_once.counters().plans_built == 0);  // the case needs a layout wider than the peak
+  CHECK(with_threads.saw_layout_under_way);
+  CHECK(with_threads.planned_allocations == 0);
+  CHECK(threaded.counters().plans_built == 0);
+  CHECK(threaded.counters().plans_rejected >= 1);
+  CHECK(threaded.planning_failed());
+  CHECK_FALSE(threaded.active());
+  CHECK_FALSE(threaded.layout_under_way());
+  CHECK(without.planned_allocations == 0);
+}
+
+TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops the layout", "[loop_plan]") {
+  const step_shape shape = random_step(5, loop_plan::kLayoutThreadBlocks + 100);
+  // Two steps and a few events: the step has been found, its layout is under way.
+  auto drive_until_under_way = [&](loop_plan& plan) {
+    std::vector<std::uint64_t> sequences(shape.sizes.size());
+    for (std::size_t step = 0; step < 2 && !plan.layout_under_way(); ++step)
+      for (std::size_t index = 0; index < shape.sizes.size() && !plan.layout_under_way(); ++index) {
+        sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], false, 1 + step);
+        for (std::size_t freed : shape.frees_after[index]) plan.record_release(sequences[freed], 1 + step);
+      }
+  };
+  loop_plan deviated(0.10, 0.10, true);
+  deviated.set_enabled(true);
+  drive_until_under_way(deviated);
+  REQUIRE(deviated.layout_under_way());
+  CHECK_FALSE(deviated.active());  // nothing placed before the layout is taken
+  deviated.record_allocation(123 * 512, nullptr, false, 1000);  // a size the step never asks for
+  CHECK_FALSE(deviated.layout_under_way());
+  CHECK_FALSE(deviated.active());
+  CHECK(deviated.counters().plans_built == 0);
+  // Destroyed, or turned off, with a layout under way: its threads are stopped and joined.
+  {
+    loop_plan dropped(0.10, 0.10, true);
+    dropped.set_enabled(true);
+    drive_until_under_way(dropped);
+    CHECK(dropped.layout_under_way());
+  }
+  loop_plan turned_off(0.10, 0.10, true);
+  turned_off.set_enabled(true);
+  drive_until_under_way(turned_off);
+  REQUIRE(turned_off.layout_under_way());
+  turned_off.set_enabled(false);
+  CHECK_FALSE(turned_off.layout_under_way());
+  CHECK_FALSE(turned_off.active());
 }
