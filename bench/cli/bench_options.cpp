@@ -111,6 +111,9 @@ options:
                          --capacity (default 24GiB on simcuda, the device's memory on a GPU)
   --device-call-ns N     charge N ns of host time per device alloc/free/map/unmap call (off;
                          simcuda only)
+  --host-work-ns N       spin N ns of host time before each replayed event, outside the timed
+                         calls, as a program works between its allocator calls (off); shows
+                         what the allocator does beside it in the longest call
   --json PATH            write the rows as JSON ("-" = stdout)
   --csv PATH             write the rows as CSV
   --plot PATH            write an SVG plot of reserved and live bytes over each trace
@@ -176,6 +179,7 @@ bench_options parse_bench_options(int argc, char** argv) {
     else if (argument == "--capacity") options.capacity_bytes = parse_size(value());
     else if (argument == "--max-fit") options.max_fit = true;
     else if (argument == "--device-call-ns") options.device_call_ns = parse_count(argument, value(), 10'000'000'000ULL);
+    else if (argument == "--host-work-ns") options.host_work_ns = parse_count(argument, value(), 1'000'000'000ULL);
     else if (argument == "--json") options.json_path = value();
     else if (argument == "--csv") options.csv_path = value();
     else if (argument == "--plot") options.plot_path = value();

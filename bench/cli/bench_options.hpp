@@ -23,6 +23,7 @@ struct bench_options {
   std::size_t max_events = 0;
   std::optional<std::uint64_t> capacity_bytes;
   std::uint64_t device_call_ns = 0;
+  std::uint64_t host_work_ns = 0;  // Note [Host work]
   bool max_fit = false;
   std::string json_path, csv_path, plot_path, output_path, out_dir;
   std::string traces_dir;

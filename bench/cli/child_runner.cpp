@@ -104,6 +104,7 @@ std::string encode_outcome(const replay_outcome& o, const std::string& unavailab
       << "device_used_peak_bytes\t" << o.device_used_peak_bytes << "\n"
       << "ooms\t" << o.ooms << "\n"
       << "host_ns_per_op\t" << o.host_ns_per_op << "\n"
+      << "longest_op_ns\t" << o.longest_op_ns << "\n"
       << "counters_available\t" << (o.counters_available ? 1 : 0) << "\n"
       << "device_allocs\t" << o.calls.allocs << "\n"
       << "device_frees\t" << o.calls.frees << "\n"
@@ -147,6 +148,7 @@ child_result decode_outcome(const std::string& text) {
       else if (key == "device_used_peak_bytes") o.device_used_peak_bytes = std::stoull(value);
       else if (key == "ooms") o.ooms = std::stoull(value);
       else if (key == "host_ns_per_op") o.host_ns_per_op = std::stod(value);
+      else if (key == "longest_op_ns") o.longest_op_ns = std::stoull(value);
       else if (key == "counters_available") o.counters_available = value == "1";
       else if (key == "device_allocs") o.calls.allocs = std::stoull(value);
       else if (key == "device_frees") o.calls.frees = std::stoull(value);
@@ -249,7 +251,8 @@ child_result run_child(const child_request& request) {
   std::vector<std::string> arguments = {
       "fragless-bench", "replay-one", "--source", request.source, "--allocator", request.allocator,
       "--repetitions", std::to_string(request.repetitions), "--max-events", std::to_string(request.max_events),
-      "--device-call-ns", std::to_string(request.device_call_ns), "--timeout", std::to_string(request.timeout_seconds)};
+      "--device-call-ns", std::to_string(request.device_call_ns), "--host-work-ns", std::to_string(request.host_work_ns),
+      "--timeout", std::to_string(request.timeout_seconds)};
   if (request.capacity_bytes != 0) {
     arguments.push_back("--capacity");
     arguments.push_back(std::to_string(request.capacity_bytes));
@@ -322,6 +325,7 @@ int replay_one_main(const child_request& request) {
         replay_options options;
         options.repetitions = request.repetitions;
         options.max_events = request.max_events;
+        options.host_work_ns = request.host_work_ns;
         outcome = replay_trace(t, *peer.allocator, streams, options, counters);
         peer.allocator.reset();
         destroy_replay_streams(streams);

@@ -27,6 +27,7 @@ struct child_request {
   std::size_t max_events = 0;
   std::uint64_t capacity_bytes = 0;  // 0 = the device's own (simcuda's default, or a GPU's)
   std::uint64_t device_call_ns = 0;  // simcuda only
+  std::uint64_t host_work_ns = 0;    // Note [Host work]
   // Note [Counting device calls]: LD_PRELOADed into the child (empty = simcuda counts).
   std::string counting_library;
   int timeout_seconds = 600;

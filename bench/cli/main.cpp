@@ -103,6 +103,7 @@ int run_command(const bench_options& parsed, int argc, char** argv) {
     request.max_events = options.max_events;
     request.capacity_bytes = options.capacity_bytes.value_or(0);
     request.device_call_ns = options.device_call_ns;
+    request.host_work_ns = options.host_work_ns;
     request.timeout_seconds = options.timeout_seconds;
     return replay_one_main(request);
   }

@@ -80,6 +80,7 @@ void fill_from_outcome(result_row& row, const child_result& child, std::uint64_t
   row.reserved_minus_allocated_at_peak_bytes = static_cast<double>(o.reserved_minus_allocated_at_peak_bytes);
   row.peak_live_bytes = static_cast<double>(o.peak_live_bytes);
   row.host_ns_per_op = o.host_ns_per_op;
+  row.longest_op_ns = static_cast<double>(o.longest_op_ns);
   row.ooms = static_cast<double>(o.ooms);
   row.events = static_cast<double>(o.events_replayed);
   if (o.counters_available) {
@@ -109,6 +110,7 @@ child_request request_for(const bench_input& input, const std::string& allocator
   // any other), nor are call prices.
   request.capacity_bytes = options.device.simulated ? options.capacity_bytes.value_or(0) : 0;
   request.device_call_ns = options.device.simulated ? options.device_call_ns : 0;
+  request.host_work_ns = options.host_work_ns;
   request.counting_library = options.device.counting_library;
   request.timeout_seconds = options.timeout_seconds;
   request.pass_stderr = options.verbose;

@@ -47,6 +47,8 @@ struct replay_options {
   int repetitions = 3;
   std::size_t max_events = 0;       // 0 = all; otherwise replay a prefix (reported)
   std::size_t timeline_points = 600;
+  // Note [Host work]: busy host time spent before each event, outside the timed calls.
+  std::uint64_t host_work_ns = 0;
 };
 
 struct timeline_point {
@@ -66,6 +68,8 @@ struct replay_outcome {
   std::uint64_t ooms = 0;
   std::string first_failure;  // the allocator's message for the first failed allocation
   double host_ns_per_op = 0.0;
+  // The longest single allocation or free over all repetitions: a stall the median hides.
+  std::uint64_t longest_op_ns = 0;
   device_call_counts calls;
   // Note [Steady state]: device calls of the last repetition; -1 with one repetition.
   std::int64_t steady_calls = -1;

@@ -14,6 +14,7 @@ const std::vector<row_field>& row_fields() {
       {"reserved_minus_allocated_at_peak_bytes", "unused@peak", field_kind::bytes, nullptr,
        &r::reserved_minus_allocated_at_peak_bytes},
       {"host_ns_per_op", "ns/op", field_kind::nanoseconds, nullptr, &r::host_ns_per_op},
+      {"longest_op_ns", nullptr, field_kind::nanoseconds, nullptr, &r::longest_op_ns},
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
       {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
       {"estimated_first_pass_ns", "est. 1st pass", field_kind::nanoseconds, nullptr, &r::estimated_first_pass_ns},

@@ -21,6 +21,7 @@ struct result_row {
   std::optional<double> ideal_bytes;
   std::optional<double> ratio_to_ideal;
   std::optional<double> host_ns_per_op;
+  std::optional<double> longest_op_ns;  // the longest single call (Note [Host work])
   std::optional<double> device_calls;
   std::optional<double> syncs;
   std::optional<double> steady_calls;  // Note [Steady state]: device calls of the last repetition
