@@ -4,7 +4,9 @@
 // Invariant: while a plan is active, two planned blocks whose lifetimes in the step overlap
 // never overlap in address (checked when the plan is built); the plan is followed only
 // while the events match it exactly, and the first mismatch abandons it.
-// Plain C++, no device calls; not thread-safe (the large pool's device lock covers it).
+// Plain C++, no device calls; not thread-safe (the large pool's device lock covers it). A
+// large step is laid out on threads of its own, which see only a copy of the step and are
+// joined before the plan uses their layout (Note [Layout threads] in loop_plan.cpp).
 #pragma once
 
 #include <cstddef>
@@ -107,7 +109,8 @@ namespace fragless::core {
 // Where it costs: recording is a hash-table insert per large event while no plan is
 // active, from the pool's first page move on (a pool that never moves pages records
 // nothing, and recording pauses again after kMaxLogTokens events without a move);
-// following is one comparison per event.
+// following is one comparison per event; laying a step out is blocks^2 work, on threads
+// of their own for a large step (Note [Layout threads]).
 struct loop_token {
   std::uint64_t size_bytes = 0;  // allocation: its size; free: 0
   std::uint64_t age = 0;         // free: allocations since the freed block was made (>= 1)
