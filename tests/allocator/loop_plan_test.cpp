@@ -302,6 +302,8 @@ TEST_CASE("a large step's layout too wide is refused where placing would start",
   CHECK(with_threads.planned_allocations == 0);
   CHECK(threaded.counters().plans_built == 0);
   CHECK(threaded.counters().plans_rejected >= 1);
+  // Recorded while laid out, the log goes on: the step is not found and laid out again.
+  CHECK(threaded.counters().plans_rejected == at_once.counters().plans_rejected);
   CHECK(threaded.planning_failed());
   CHECK_FALSE(threaded.active());
   CHECK_FALSE(threaded.layout_under_way());
