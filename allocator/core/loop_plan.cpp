@@ -104,12 +104,12 @@ std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime, const std
 // Note [Layout threads]: the two orders are independent, so a large step's second order
 // runs on a thread of its own, joined before this returns: the same layout in about half
 // the time.
-std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel) {
+std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads) {
   std::vector<step_block> lifetime_blocks = blocks;
   std::size_t by_lifetime = 0;
   bool lifetime_done = false;
   std::thread worker;
-  if (blocks.size() >= loop_plan::kLayoutThreadBlocks) {
+  if (threads && blocks.size() >= loop_plan::kLayoutThreadBlocks) {
     try {
       worker = std::thread([&] {
         try {
@@ -535,7 +535,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
     try {
       job->thread = std::thread([running] {
         try {
-          running->span_bytes = lay_out_narrowest(running->blocks, &running->cancelled);
+          running->span_bytes = lay_out_narrowest(running->blocks, &running->cancelled, true);
           running->done = !running->cancelled.load(std::memory_order_relaxed);
         } catch (...) {
           // no host memory: done stays false, and the plan is dropped when it is taken
@@ -547,7 +547,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
       // no thread to be had: laid out here
     }
   }
-  job->span_bytes = lay_out_narrowest(job->blocks, nullptr);
+  job->span_bytes = lay_out_narrowest(job->blocks, nullptr, layout_threads_);
   const char* rejected = take_layout(*job);
   if (rejected != nullptr) plan_.clear();
   return rejected;
