@@ -42,6 +42,7 @@ void event_pool::drain() noexcept {
 event_pool::~event_pool() {
   for (auto& [stand_in, record] : retired_)
     if (record->event != nullptr) backend_.destroy_event(device_, record->event);
+  for (auto& [stream, latest] : latest_records_) backend_.destroy_event(device_, latest.event);
   drain();
 }
 
@@ -84,6 +85,26 @@ void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
   std::erase_if(standing_waits_, [stream](const auto& entry) {
     return entry.first.first == stream || entry.first.second == stream;
   });
+  // Note [Shared records]: a new stream with this handle has recorded nothing.
+  const auto latest = latest_records_.find(stream);
+  if (latest == latest_records_.end()) return;
+  backend::event_handle event = latest->second.event;
+  latest_records_.erase(latest);
+  try {
+    idle_.push_back(event);
+  } catch (...) {
+    backend_.destroy_event(device_, event);
+  }
+}
+
+void event_pool::note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source,
+                                           std::uint64_t tick) noexcept {
+  try {
+    std::uint64_t& standing = standing_waits_[{waiter, source}];
+    standing = std::max(standing, tick);
+  } catch (...) {
+    // No host memory to remember the wait: later reuses wait again.
+  }
 }
 
 backend::stream_handle event_pool::retire(backend::stream_handle stream) noexcept {
@@ -126,23 +147,51 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     waited = result == backend::status::ok;
     return result;
   }
+  if (freed_at_tick != stream_set::kUnknownTick) {
+    // Note [Shared records]: an event recorded on the source after the free serves.
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto latest = latest_records_.find(source);
+    if (latest != latest_records_.end() && latest->second.recorded_after_tick >= freed_at_tick) {
+      const backend::status result = backend_.stream_wait_event(device_, waiter, latest->second.event);
+      if (result != backend::status::ok) return result;
+      waited = true;
+      note_standing_wait_locked(waiter, source, latest->second.recorded_after_tick);
+      return result;
+    }
+  }
   backend::event_handle event = acquire();
   if (event == nullptr) return backend::status::error;
   // Every free stamped so far happened before this record (Note [Standing waits]).
   const std::uint64_t recorded_after_tick = next_tick();
   backend::status result = backend_.record_event(device_, event, source);
-  // The wait captures the event's state at call time, so the event may be re-recorded
-  // (re-pooled) right after it.
+  // The wait captures the event's state at call time: the event may be recorded again
+  // after it.
   if (result == backend::status::ok) result = backend_.stream_wait_event(device_, waiter, event);
-  release(event);
-  if (result != backend::status::ok) return result;
+  if (result != backend::status::ok) {
+    release(event);
+    return result;
+  }
   waited = true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  note_standing_wait_locked(waiter, source, recorded_after_tick);
+  // Note [Shared records]: the source's latest record now; the one it replaces goes back
+  // to the pool.
+  backend::event_handle replaced = event;
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::uint64_t& standing = standing_waits_[{waiter, source}];
-    standing = std::max(standing, recorded_after_tick);
+    latest_record& latest = latest_records_[source];
+    if (latest.recorded_after_tick <= recorded_after_tick) {
+      replaced = latest.event;
+      latest = latest_record{event, recorded_after_tick};
+    }
   } catch (...) {
-    // No host memory to remember the wait: later reuses wait again.
+    // No host memory to keep it: the event goes back to the pool.
+  }
+  if (replaced != nullptr) {
+    try {
+      idle_.push_back(replaced);
+    } catch (...) {
+      backend_.destroy_event(device_, replaced);
+    }
   }
   return result;
 }

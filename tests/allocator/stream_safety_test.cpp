@@ -294,6 +294,47 @@ TEST_CASE("a standing wait covers earlier frees and only those", "[streams][stan
   }
 }
 
+// Note [Shared records]: an event recorded on A for B's wait serves C's wait for a free A
+// made before it, with no second record; a free A makes after it needs a new record.
+TEST_CASE("an event recorded for one stream's wait serves another's", "[streams][standing]") {
+  fixture f(false);
+  void* stream_c = create_stream(0);
+  const std::size_t big = 8 << 20;
+  const std::size_t middle = 6 << 20;
+  void* x = f.instance->allocate(big, 0, f.stream_a);
+  void* separator = f.instance->allocate(middle, 0, f.stream_a);
+  void* y = f.instance->allocate(big, 0, f.stream_a);
+  void* tail = f.instance->allocate(big, 0, f.stream_a);
+  for (void* block : {x, y}) {
+    simcuda_launch(f.stream_a, block, big, 1);
+    f.instance->deallocate(block);
+  }
+  const std::uint64_t records_before = simcuda_call_count("cudaEventRecord");
+  const std::uint64_t waits_before = simcuda_call_count("cudaStreamWaitEvent");
+  void* on_b = f.instance->allocate(big, 0, f.stream_b);  // X or Y: A's kernel pending
+  simcuda_launch(f.stream_b, on_b, big, 1);
+  CHECK(simcuda_call_count("cudaEventRecord") == records_before + 1);
+  void* on_c = f.instance->allocate(big, 0, stream_c);  // the other: freed before that record
+  simcuda_launch(stream_c, on_c, big, 1);
+  CHECK(((on_b == x && on_c == y) || (on_b == y && on_c == x)));
+  CHECK(simcuda_call_count("cudaEventRecord") == records_before + 1);  // shared
+  CHECK(simcuda_call_count("cudaStreamWaitEvent") == waits_before + 2);
+  // A frees after that record, its kernel pending: C needs an event recorded after it.
+  simcuda_launch(f.stream_a, separator, middle, 1);
+  f.instance->deallocate(separator);
+  void* third = f.instance->allocate(middle, 0, stream_c);
+  CHECK(third == separator);
+  simcuda_launch(stream_c, third, middle, 1);
+  CHECK(simcuda_call_count("cudaEventRecord") == records_before + 2);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+  simcuda_complete_all();
+  for (void* block : {on_b, on_c, third, tail}) f.instance->deallocate(block);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  f.instance->retire_stream(stream_c);
+  destroy_stream(stream_c);
+}
+
 // A retired stream's standing waits go with it: a new stream with its handle has waited on
 // nothing, so memory A freed before the old stream's wait still needs a wait for it.
 TEST_CASE("a new stream does not inherit a retired stream's standing waits", "[streams][standing][retire]") {
