@@ -209,8 +209,9 @@ class loop_plan {
   void follow(const loop_token& token) noexcept;
   // Note [Layout threads]
   struct layout_job;
-  // Waits for the layout under way and takes it: false when it was too wide or could not
-  // be made (the plan is then dropped, and recording starts again).
+  // Waits for the layout under way and takes it. False when it was too wide (refused as a
+  // layout too wide at once is; the log, recorded meanwhile, goes on) or could not be made
+  // (the plan is dropped, and recording starts again).
   bool finish_layout() noexcept;
   // Stops the layout under way, if any, and waits for its threads.
   void cancel_layout() noexcept;
