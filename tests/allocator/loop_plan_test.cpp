@@ -261,6 +261,22 @@ TEST_CASE("disabled, nothing is recorded or planned", "[loop_plan]") {
   CHECK(plan.counters().plans_rejected == 0);
 }
 
+namespace {
+
+// Two enabled plans of the same headrooms, one laying large steps out on threads, one on
+// the allocating thread (Note [Layout threads]).
+struct both_ways {
+  loop_plan threaded;
+  loop_plan at_once;
+  both_ways(double headroom, double churn_headroom)
+      : threaded(headroom, churn_headroom, true), at_once(headroom, churn_headroom, false) {
+    threaded.set_enabled(true);
+    at_once.set_enabled(true);
+  }
+};
+
+}  // namespace
+
 // Note [Layout threads]: a step of kLayoutThreadBlocks blocks or more is laid out on threads
 // while the loop goes on; the plan must start at the same event with the same layout as
 // one laid out at once.
@@ -269,10 +285,9 @@ TEST_CASE("a large step laid out on threads starts the plan a layout at once wou
   for (std::uint32_t seed = 1; seed <= 4; ++seed) {
     INFO("seed " << seed);
     const step_shape shape = random_step(seed, blocks);
-    loop_plan threaded(0.10, 0.10, true);
-    threaded.set_enabled(true);
-    loop_plan at_once(0.10, 0.10, false);
-    at_once.set_enabled(true);
+    both_ways plans(0.10, 0.10);
+    loop_plan& threaded = plans.threaded;
+    loop_plan& at_once = plans.at_once;
     const drive_result with_threads = drive(threaded, shape, 5);
     const drive_result without = drive(at_once, shape, 5);
     CHECK(with_threads.saw_layout_under_way);
@@ -291,10 +306,9 @@ TEST_CASE("a large step's layout too wide is refused where placing would start",
   // Headroom 0: a layout at the step's peak or nothing. Whether laid out on threads or at
   // once, nothing is placed, the plan counts as failed, and the step is not laid out again.
   const step_shape shape = random_step(21, loop_plan::kLayoutThreadBlocks + 100);
-  loop_plan threaded(0.0, 0.0, true);
-  threaded.set_enabled(true);
-  loop_plan at_once(0.0, 0.0, false);
-  at_once.set_enabled(true);
+  both_ways plans(0.0, 0.0);
+  loop_plan& threaded = plans.threaded;
+  loop_plan& at_once = plans.at_once;
   const drive_result with_threads = drive(threaded, shape, 6);
   const drive_result without = drive(at_once, shape, 6);
   REQUIRE(at_once.counters().plans_built == 0);  // the case needs a layout wider than the peak

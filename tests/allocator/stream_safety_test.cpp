@@ -253,22 +253,39 @@ TEST_CASE("without retirement the reuse races (the test can fail)", "[streams][r
   CHECK(reuse_after_destroy(false, std::size_t{3} << 20) > 0);
 }
 
+namespace {
+
+constexpr std::size_t big = 8 << 20;
+constexpr std::size_t middle = 6 << 20;
+
+// Four blocks on A, in address order: X and Y (`big`) freed with A's kernels still
+// writing them; the separator (`middle`) between them and the tail after Y stay live.
+struct blocks_on_a {
+  void* x;
+  void* separator;
+  void* y;
+  void* tail;
+};
+
+blocks_on_a free_two_on_a(fixture& f) {
+  blocks_on_a blocks{f.instance->allocate(big, 0, f.stream_a), f.instance->allocate(middle, 0, f.stream_a),
+                     f.instance->allocate(big, 0, f.stream_a), f.instance->allocate(big, 0, f.stream_a)};
+  for (void* block : {blocks.x, blocks.y}) {
+    simcuda_launch(f.stream_a, block, big, 1);
+    f.instance->deallocate(block);
+  }
+  return blocks;
+}
+
+}  // namespace
+
 // Note [Standing waits]: once B waited on A, A's earlier frees are reusable on B with no
 // new wait; a free A makes after that wait needs a new one (else B's kernel races A's).
 TEST_CASE("a standing wait covers earlier frees and only those", "[streams][standing]") {
   for (bool vmm : {true, false}) {
     INFO("vmm " << vmm);
     fixture f(false, vmm);
-    const std::size_t big = 8 << 20;
-    const std::size_t middle = 6 << 20;
-    void* x = f.instance->allocate(big, 0, f.stream_a);
-    void* separator = f.instance->allocate(middle, 0, f.stream_a);
-    void* y = f.instance->allocate(big, 0, f.stream_a);
-    void* tail = f.instance->allocate(big, 0, f.stream_a);
-    for (void* block : {x, y}) {
-      simcuda_launch(f.stream_a, block, big, 1);
-      f.instance->deallocate(block);
-    }
+    const auto [x, separator, y, tail] = free_two_on_a(f);
     const device_stats before = f.cache().stats();
     void* first = f.instance->allocate(big, 0, f.stream_b);  // X or Y: waits on A
     simcuda_launch(f.stream_b, first, big, 1);
@@ -299,16 +316,7 @@ TEST_CASE("a standing wait covers earlier frees and only those", "[streams][stan
 TEST_CASE("an event recorded for one stream's wait serves another's", "[streams][standing]") {
   fixture f(false);
   void* stream_c = create_stream(0);
-  const std::size_t big = 8 << 20;
-  const std::size_t middle = 6 << 20;
-  void* x = f.instance->allocate(big, 0, f.stream_a);
-  void* separator = f.instance->allocate(middle, 0, f.stream_a);
-  void* y = f.instance->allocate(big, 0, f.stream_a);
-  void* tail = f.instance->allocate(big, 0, f.stream_a);
-  for (void* block : {x, y}) {
-    simcuda_launch(f.stream_a, block, big, 1);
-    f.instance->deallocate(block);
-  }
+  const auto [x, separator, y, tail] = free_two_on_a(f);
   const std::uint64_t records_before = simcuda_call_count("cudaEventRecord");
   const std::uint64_t waits_before = simcuda_call_count("cudaStreamWaitEvent");
   void* on_b = f.instance->allocate(big, 0, f.stream_b);  // X or Y: A's kernel pending
@@ -339,7 +347,6 @@ TEST_CASE("an event recorded for one stream's wait serves another's", "[streams]
 // nothing, so memory A freed before the old stream's wait still needs a wait for it.
 TEST_CASE("a new stream does not inherit a retired stream's standing waits", "[streams][standing][retire]") {
   fixture f(false);
-  const std::size_t big = 8 << 20;
   void* x = f.instance->allocate(big, 0, f.stream_a);
   void* separator = f.instance->allocate(big / 2, 0, f.stream_a);
   void* y = f.instance->allocate(big, 0, f.stream_a);
