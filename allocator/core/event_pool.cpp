@@ -127,8 +127,9 @@ backend::stream_handle event_pool::retire(backend::stream_handle stream) noexcep
 }
 
 backend::status event_pool::order_after(backend::stream_handle waiter, backend::stream_handle source,
-                                        std::uint64_t freed_at_tick, bool& waited) noexcept {
+                                        std::uint64_t freed_at_tick, bool& waited, bool& recorded) noexcept {
   waited = false;
+  recorded = false;
   retired_stream* retired = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -164,6 +165,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
   // Every free stamped so far happened before this record (Note [Standing waits]).
   const std::uint64_t recorded_after_tick = next_tick();
   backend::status result = backend_.record_event(device_, event, source);
+  recorded = result == backend::status::ok;
   // The wait captures the event's state at call time: the event may be recorded again
   // after it.
   if (result == backend::status::ok) result = backend_.stream_wait_event(device_, waiter, event);

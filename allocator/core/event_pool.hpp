@@ -65,10 +65,11 @@ class event_pool {
   // Note [Standing waits]: a tick of the order clock, larger than every earlier one.
   std::uint64_t next_tick() noexcept { return tick_.fetch_add(1, std::memory_order_relaxed) + 1; }
   // Orders `waiter` after the work queued on `source` up to its free at `freed_at_tick`:
-  // nothing when a standing wait covers it, else records an event on `source` and makes
-  // `waiter` wait for it (no host blocking). `waited` says whether a wait was made.
+  // nothing when a standing wait covers it, else makes `waiter` wait (no host blocking) on
+  // the source's latest record if it covers the free (Note [Shared records]), or on an
+  // event recorded now. `waited`: a wait was made; `recorded`: an event was recorded.
   backend::status order_after(backend::stream_handle waiter, backend::stream_handle source,
-                              std::uint64_t freed_at_tick, bool& waited) noexcept;
+                              std::uint64_t freed_at_tick, bool& waited, bool& recorded) noexcept;
   // Records an event on `stream` and asks whether it already completed: ok when all work
   // queued on `stream` so far is done, not_ready when not, error on failure.
   // Both accept a retired stream's stand-in (Note [Retired streams]): its event is waited

@@ -69,8 +69,10 @@ backend::status large_pool::order_after_streams(const free_range& range, stream_
   const auto freed_at_ticks = range.streams.freed_at_ticks();
   for (std::size_t i = 0; i < others.size(); ++i) {
     if (others[i] == stream) continue;
-    bool waited = false;
-    if (events_.order_after(stream, others[i], freed_at_ticks[i], waited) == backend::status::ok) {
+    bool waited = false, recorded = false;
+    const backend::status ordered = events_.order_after(stream, others[i], freed_at_ticks[i], waited, recorded);
+    if (recorded) ++counters_.order_records;  // Note [Shared records]
+    if (ordered == backend::status::ok) {
       ++(waited ? counters_.cross_stream_waits : counters_.standing_waits);  // Note [Standing waits]
       continue;
     }

@@ -319,6 +319,7 @@ TEST_CASE("an event recorded for one stream's wait serves another's", "[streams]
   const auto [x, separator, y, tail] = free_two_on_a(f);
   const std::uint64_t records_before = simcuda_call_count("cudaEventRecord");
   const std::uint64_t waits_before = simcuda_call_count("cudaStreamWaitEvent");
+  const device_stats stats_before = f.cache().stats();
   void* on_b = f.instance->allocate(big, 0, f.stream_b);  // X or Y: A's kernel pending
   simcuda_launch(f.stream_b, on_b, big, 1);
   CHECK(simcuda_call_count("cudaEventRecord") == records_before + 1);
@@ -334,6 +335,9 @@ TEST_CASE("an event recorded for one stream's wait serves another's", "[streams]
   CHECK(third == separator);
   simcuda_launch(stream_c, third, middle, 1);
   CHECK(simcuda_call_count("cudaEventRecord") == records_before + 2);
+  const device_stats stats_after = f.cache().stats();
+  CHECK(stats_after.num_stream_order_records == stats_before.num_stream_order_records + 2);
+  CHECK(stats_after.num_cross_stream_waits == stats_before.num_cross_stream_waits + 3);
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
   simcuda_complete_all();
