@@ -34,6 +34,30 @@ enum index : std::size_t {
   cuda_malloc, cuda_free, mem_create, mem_release, mem_map, mem_unmap, mem_set_access, address_reserve, address_free
 };
 
+// The calls that order one stream after another's work (Note [Stream reuse], Note [Shared
+// records]): an event recorded on one idle stream, a second stream waiting on it, a query.
+bool measure_stream_order(int repetitions, calibration& result) {
+  cudaStream_t source = nullptr, waiter = nullptr;
+  cudaEvent_t event = nullptr;
+  bool ok = cudaStreamCreateWithFlags(&source, cudaStreamNonBlocking) == cudaSuccess &&
+            cudaStreamCreateWithFlags(&waiter, cudaStreamNonBlocking) == cudaSuccess &&
+            cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess;
+  std::vector<double> record, wait, query;
+  for (int r = 0; r < repetitions && ok; ++r) {
+    record.push_back(timed_ns([&] { return cudaEventRecord(event, source) == cudaSuccess; }, ok));
+    wait.push_back(timed_ns([&] { return cudaStreamWaitEvent(waiter, event, 0) == cudaSuccess; }, ok));
+    query.push_back(timed_ns([&] { return cudaEventQuery(event) != cudaErrorInvalidResourceHandle; }, ok));
+  }
+  if (ok) ok = cudaStreamSynchronize(waiter) == cudaSuccess;
+  if (event != nullptr) cudaEventDestroy(event);
+  if (waiter != nullptr) cudaStreamDestroy(waiter);
+  if (source != nullptr) cudaStreamDestroy(source);
+  result.stream_order_ns = {{"cudaEventRecord", median(record)},
+                            {"cudaStreamWaitEvent", median(wait)},
+                            {"cudaEventQuery", median(query)}};
+  return ok;
+}
+
 }  // namespace
 
 calibration calibrate_device_calls(int repetitions) {
@@ -80,6 +104,7 @@ calibration calibrate_device_calls(int repetitions) {
       if (!samples[f].empty()) result.table.points[f].push_back(cost_point{size, median(samples[f])});
     }
   }
+  if (ok) ok = measure_stream_order(repetitions * 10, result);
   if (!ok) result.error = std::string("a device call failed during calibration: ") + cudaGetErrorString(cudaGetLastError());
   return result;
 }
