@@ -9,6 +9,8 @@
 #   4. a sample of the generated corpus, every peer            -> corpus.json
 #   5. the built-in workloads, every peer                      -> builtin.json
 #   6. the training comparison (tests/gpu/compare.py)          -> compare.json, compare.svg
+#   7. the shared traces' longest allocator calls, with host work between events, loop-plan
+#      layouts on threads and not                                -> longest_calls.csv
 # Everything printed goes to OUT_DIR/log.txt too; each step ends with one line
 # "== NAME: passed|failed (rc N)|timed out in S s". A failed step does not stop the rest.
 #
@@ -117,6 +119,12 @@ compare_and_copy() {
   cp "$build/gpu-compare/peak-memory.svg" "$out/compare.svg"
 }
 step "training comparison" 400 compare_and_copy
+
+# Note [Layout threads], Note [Host work]: the longest single allocator call with 5 us of
+# host work before each event, laid out on threads and on the allocating thread.
+step "longest calls" 150 "$bench" replay --traces "$traces" --allocators fragless \
+  --conf sync=loop_plan_threads:false --repetitions 5 --host-work-ns 5000 --no-table \
+  --csv "$out/longest_calls.csv"
 
 echo "== gpu_report: $failures step(s) failed or timed out; outputs in $out"
 exit $((failures > 0))
