@@ -22,8 +22,12 @@ backend::event_handle event_pool::acquire() noexcept {
 
 void event_pool::release(backend::event_handle event) noexcept {
   if (event == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_locked(event);
+}
+
+void event_pool::release_locked(backend::event_handle event) noexcept {
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
     idle_.push_back(event);
   } catch (...) {
     backend_.destroy_event(device_, event);
@@ -65,11 +69,7 @@ backend::status event_pool::retired_state_locked(retired_stream& record) noexcep
   if (state == backend::status::not_ready) return state;
   if (state != backend::status::ok) return backend::status::error;
   // Done: the event goes back to the pool; the stand-in needs nothing any more.
-  try {
-    idle_.push_back(record.event);
-  } catch (...) {
-    backend_.destroy_event(device_, record.event);
-  }
+  release_locked(record.event);
   record.event = nullptr;
   return backend::status::ok;
 }
@@ -88,13 +88,8 @@ void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
   // Note [Shared records]: a new stream with this handle has recorded nothing.
   const auto latest = latest_records_.find(stream);
   if (latest == latest_records_.end()) return;
-  backend::event_handle event = latest->second.event;
+  release_locked(latest->second.event);
   latest_records_.erase(latest);
-  try {
-    idle_.push_back(event);
-  } catch (...) {
-    backend_.destroy_event(device_, event);
-  }
 }
 
 void event_pool::note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source,
@@ -137,6 +132,15 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     if (retired == nullptr && freed_at_tick != stream_set::kUnknownTick) {  // Note [Standing waits]
       const auto standing = standing_waits_.find({waiter, source});
       if (standing != standing_waits_.end() && standing->second >= freed_at_tick) return backend::status::ok;
+      // Note [Shared records]: an event recorded on the source after the free serves.
+      const auto latest = latest_records_.find(source);
+      if (latest != latest_records_.end() && latest->second.recorded_after_tick >= freed_at_tick) {
+        const backend::status result = backend_.stream_wait_event(device_, waiter, latest->second.event);
+        if (result != backend::status::ok) return result;
+        waited = true;
+        note_standing_wait_locked(waiter, source, latest->second.recorded_after_tick);
+        return result;
+      }
     }
   }
   if (retired != nullptr) {
@@ -147,18 +151,6 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     const backend::status result = backend_.stream_wait_event(device_, waiter, retired->event);
     waited = result == backend::status::ok;
     return result;
-  }
-  if (freed_at_tick != stream_set::kUnknownTick) {
-    // Note [Shared records]: an event recorded on the source after the free serves.
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto latest = latest_records_.find(source);
-    if (latest != latest_records_.end() && latest->second.recorded_after_tick >= freed_at_tick) {
-      const backend::status result = backend_.stream_wait_event(device_, waiter, latest->second.event);
-      if (result != backend::status::ok) return result;
-      waited = true;
-      note_standing_wait_locked(waiter, source, latest->second.recorded_after_tick);
-      return result;
-    }
   }
   backend::event_handle event = acquire();
   if (event == nullptr) return backend::status::error;
@@ -188,13 +180,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
   } catch (...) {
     // No host memory to keep it: the event goes back to the pool.
   }
-  if (replaced != nullptr) {
-    try {
-      idle_.push_back(replaced);
-    } catch (...) {
-      backend_.destroy_event(device_, replaced);
-    }
-  }
+  if (replaced != nullptr) release_locked(replaced);
   return result;
 }
 

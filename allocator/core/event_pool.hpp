@@ -122,6 +122,8 @@ class event_pool {
     std::uint64_t recorded_after_tick = 0;
   };
   std::unordered_map<backend::stream_handle, latest_record> latest_records_;
+  // Under mutex_: puts `event` back in the pool (destroys it when the pool cannot grow).
+  void release_locked(backend::event_handle event) noexcept;
   // Under mutex_: remembers `waiter`'s wait on `source` up to `tick` (Note [Standing waits]).
   void note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source,
                                  std::uint64_t tick) noexcept;

@@ -527,7 +527,9 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
   span_bytes_ = 0;
   // Note [Layout threads]: a large step is laid out while the loop goes on, up to the event
-  // where placing starts (when that is the next one, it is laid out here).
+  // where placing starts (when that is the next one, it is laid out here). The events are
+  // recorded meanwhile, so a log cleared while a layout is under way may find a step again:
+  // the new plan replaces the one not yet taken.
   cancel_layout();
   if (layout_threads_ && start_phase != 0 && job->blocks.size() >= kLayoutThreadBlocks) {
     job->pid = ::getpid();

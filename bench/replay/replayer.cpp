@@ -68,6 +68,14 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
   outcome.events_replayed = event_count;
   const int repetitions = std::max(1, options.repetitions);
   std::vector<double> ns_per_op;
+  // One allocator call, timed alone; the longest of them all is kept (Note [Host work]).
+  auto time_call = [&outcome](auto&& call) {
+    const auto start = clock_type::now();
+    call();
+    const auto ns = static_cast<std::uint64_t>((clock_type::now() - start).count());
+    outcome.longest_op_ns = std::max(outcome.longest_op_ns, ns);
+    return ns;
+  };
 
   for (int repetition = 0; repetition < repetitions; ++repetition) {
     const bool measuring = repetition == 0;
@@ -96,11 +104,8 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       stream_handle stream = streams.at(e.stream_index);
       if (options.host_work_ns != 0) do_host_work(options.host_work_ns);
       if (e.op == traces::trace_op::alloc) {
-        const auto start = clock_type::now();
-        void* pointer = allocator.allocate(e.size_bytes, stream);
-        const auto op_ns = static_cast<std::uint64_t>((clock_type::now() - start).count());
-        timed_ns += op_ns;
-        outcome.longest_op_ns = std::max(outcome.longest_op_ns, op_ns);
+        void* pointer = nullptr;
+        timed_ns += time_call([&] { pointer = allocator.allocate(e.size_bytes, stream); });
         ++timed_ops;
         if (pointer == nullptr) {
           if (measuring && outcome.ooms++ == 0) {
@@ -124,11 +129,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         live.erase(found);
         live_bytes -= block.size_bytes;
         if (measuring) checker.erase(reinterpret_cast<std::uintptr_t>(block.pointer));
-        const auto start = clock_type::now();
-        allocator.deallocate(block.pointer, block.size_bytes, block.stream);
-        const auto op_ns = static_cast<std::uint64_t>((clock_type::now() - start).count());
-        timed_ns += op_ns;
-        outcome.longest_op_ns = std::max(outcome.longest_op_ns, op_ns);
+        timed_ns += time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
         ++timed_ops;
       }
       // Note [Peak over the run]
@@ -157,12 +158,8 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     // Return what is still live; the cache stays for the next repetition (Note [Steady state]).
     // Not in ns/op (the trace never made these calls), but in the longest call: a plan may
     // start at one of them (Note [Host work]).
-    for (auto& [id, block] : live) {
-      const auto start = clock_type::now();
-      allocator.deallocate(block.pointer, block.size_bytes, block.stream);
-      outcome.longest_op_ns =
-          std::max(outcome.longest_op_ns, static_cast<std::uint64_t>((clock_type::now() - start).count()));
-    }
+    for (auto& [id, block] : live)
+      time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
     if (last && repetition > 0)
       outcome.steady_calls = static_cast<std::int64_t>(counters.read().total() - calls_before.total());
     account_used_bytes(counters.used_bytes());
