@@ -1,4 +1,5 @@
-// Loop plans: recording, step detection, offline layout (Note [Loop plans]).
+// Loop plans: recording, step detection, following; the layout is core/step_layout
+// (Note [Loop plans]).
 #include "core/loop_plan.hpp"
 
 #include <unistd.h>
@@ -7,12 +8,16 @@
 #include <atomic>
 #include <string>
 #include <thread>
-#include <tuple>
 
 #include "core/log.hpp"
 #include "core/monotonic_clock.hpp"
+#include "core/step_layout.hpp"
 
 namespace fragless::core {
+
+// step_layout stores phases as 32-bit numbers.
+static_assert(loop_plan::kMaxLogTokens <= UINT32_MAX);
+
 namespace {
 
 constexpr std::uint64_t kHashBase = 0x100000001b3ULL;
@@ -31,114 +36,6 @@ std::uint64_t window_power() noexcept {
   return power;
 }
 
-// A block of the step: lives over [first_begin, first_end) and, when its lifetime wraps
-// past the step's end, also over [0, second_end).
-struct step_block {
-  std::size_t phase;
-  std::size_t size_bytes;
-  std::size_t first_begin, first_end, second_end;
-  std::size_t offset_bytes = 0;
-  std::size_t lifetime() const noexcept { return first_end - first_begin + second_end; }
-};
-
-// Largest first (`by_lifetime`: longer lifetimes first among equal sizes, else earlier
-// starts first), each in the smallest gap among the placed blocks it meets (lowest offset
-// among equals), else above them all. Sets every block's offset; returns the span.
-// The placed blocks are kept in (offset, end) order, so the blocks a new one meets come
-// out sorted without a sort per block (the sort was half of a 3,000-event step's layout).
-// The scan is blocks^2 lifetime tests, so each placed entry carries its lifetime: the test
-// reads consecutive memory, not the block's record (16-20 % less time than through an
-// index: 68 -> 57 ms for a 13,782-event training step; docs/compaction.md has the faster
-// searches tried).
-// Returns 0 at once when `cancel` is set (Note [Layout threads]).
-std::size_t lay_out(std::vector<step_block>& blocks, bool by_lifetime, const std::atomic<bool>* cancel) {
-  std::vector<std::size_t> order(blocks.size());
-  for (std::size_t index = 0; index < order.size(); ++index) order[index] = index;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (blocks[a].size_bytes != blocks[b].size_bytes) return blocks[a].size_bytes > blocks[b].size_bytes;
-    if (by_lifetime && blocks[a].lifetime() != blocks[b].lifetime()) return blocks[a].lifetime() > blocks[b].lifetime();
-    return blocks[a].phase < blocks[b].phase;
-  });
-  struct placed_block {
-    std::size_t offset_bytes, end_bytes;
-    std::uint32_t first_begin, first_end, second_end;  // phases: a step is at most kMaxLogTokens
-  };
-  static_assert(loop_plan::kMaxLogTokens <= UINT32_MAX);
-  std::vector<placed_block> placed;  // by (offset, end)
-  placed.reserve(blocks.size());
-  std::size_t span = 0;
-  for (std::size_t index : order) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
-    step_block& block = blocks[index];
-    std::size_t covered = 0;
-    std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
-    const auto begin = static_cast<std::uint32_t>(block.first_begin), end = static_cast<std::uint32_t>(block.first_end),
-               second_end = static_cast<std::uint32_t>(block.second_end);
-    for (const placed_block& other : placed) {
-      const bool meet = (begin < other.first_end && other.first_begin < end) || begin < other.second_end ||
-                        other.first_begin < second_end || (second_end > 0 && other.second_end > 0);
-      if (!meet) continue;
-      if (other.offset_bytes > covered && other.offset_bytes - covered >= block.size_bytes &&
-          other.offset_bytes - covered < best_gap) {
-        best_gap = other.offset_bytes - covered;
-        best_offset = covered;
-      }
-      covered = std::max(covered, other.end_bytes);
-    }
-    block.offset_bytes = best_offset != SIZE_MAX ? best_offset : covered;
-    span = std::max(span, block.offset_bytes + block.size_bytes);
-    const placed_block entry{block.offset_bytes, block.offset_bytes + block.size_bytes,
-                             static_cast<std::uint32_t>(block.first_begin), static_cast<std::uint32_t>(block.first_end),
-                             static_cast<std::uint32_t>(block.second_end)};
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
-                                   [](const placed_block& a, const placed_block& b) {
-                                     return std::tie(a.offset_bytes, a.end_bytes) < std::tie(b.offset_bytes, b.end_bytes);
-                                   }),
-                  entry);
-  }
-  return span;
-}
-
-// Note [Loop plans]: two orders, the narrower layout wins. Neither is best everywhere: on
-// the replayed traces starts-first was up to 2.6 % narrower, lifetimes-first up to 0.8 %.
-// Note [Layout threads]: the two orders are independent, so a large step's second order
-// runs on a thread of its own, joined before this returns: the same layout in about half
-// the time.
-std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads) {
-  std::vector<step_block> lifetime_blocks = blocks;
-  std::size_t by_lifetime = 0;
-  bool lifetime_done = false;
-  std::thread worker;
-  if (threads && blocks.size() >= loop_plan::kLayoutThreadBlocks) {
-    try {
-      worker = std::thread([&] {
-        try {
-          by_lifetime = lay_out(lifetime_blocks, true, cancel);
-          lifetime_done = true;
-        } catch (...) {
-          // no host memory there: laid out again here, after the join
-        }
-      });
-    } catch (...) {
-      // no thread to be had: one order after the other
-    }
-  }
-  std::size_t by_start = 0;
-  try {
-    by_start = lay_out(blocks, false, cancel);
-  } catch (...) {
-    if (worker.joinable()) worker.join();
-    throw;
-  }
-  if (worker.joinable()) worker.join();
-  if (!lifetime_done) by_lifetime = lay_out(lifetime_blocks, true, cancel);
-  if (by_lifetime <= by_start) {
-    blocks = std::move(lifetime_blocks);
-    return by_lifetime;
-  }
-  return by_start;
-}
-
 }  // namespace
 
 // Note [Layout threads]
@@ -146,8 +43,8 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
 // machine, about a second at kMaxPlannedBlocks), and it used to run on the thread that
 // allocates, under the device lock: a training loop stalled for that long at the step where
 // its plan was found (on an H200, one GPT-2 step of 200 ms among steps of 30). A step of
-// kLayoutThreadBlocks blocks or more is therefore laid out on a thread of its own (its
-// second order on a second thread), from a copy of the step, while the loop goes on: the
+// kLayoutThreadBlocks blocks or more is therefore laid out on a thread of its own (half its
+// orders, Note [Layout orders], on a second thread), from a copy of the step, while the loop goes on: the
 // plan compares the events with the step meanwhile, as it does any plan, and takes the
 // layout where it would start placing (the step's least-live event, usually about half a
 // step later) -- waiting for it there if it is not done. So the plan starts at the same
@@ -522,6 +419,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   job->churn_bytes = churn_bytes;
   job->step = step;
   job->started_ns = now_ns();
+  for (step_block& block : job->blocks) block.from_start = (block.first_begin + step_tokens - start_phase) % step_tokens;
   start_phase_ = start_phase;
   plan_.assign(step_tokens, planned_token{});
   for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
@@ -549,7 +447,8 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
       // no thread to be had: laid out here
     }
   }
-  job->span_bytes = lay_out_narrowest(job->blocks, nullptr, layout_threads_);
+  job->span_bytes =
+      lay_out_narrowest(job->blocks, nullptr, layout_threads_ && job->blocks.size() >= kLayoutThreadBlocks);
   const char* rejected = take_layout(*job);
   if (rejected != nullptr) plan_.clear();
   return rejected;

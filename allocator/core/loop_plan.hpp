@@ -47,9 +47,10 @@ namespace fragless::core {
 //    pages (a loop that makes no device call keeps its layout; one that only creates
 //    pages is still growing). Whether it is still settling is decided at its start (see
 //    Following). Blocks
-//    are laid out largest first, each in the smallest gap among the already placed blocks
-//    whose lifetimes meet its own (lifetimes wrap around the step's end), in two orders
-//    (earlier start first, longer lifetime first); the narrower layout is taken if its
+//    are laid out one by one, each in the smallest gap among the already placed blocks
+//    whose lifetimes meet its own (lifetimes wrap around the step's end), in four orders
+//    (Note [Layout orders]: largest first in two, the step's own order, size classes in
+//    the step's order); the narrowest layout is taken if its
 //    span is within (1 + loop_plan_headroom) x the step's peak live bytes. A step whose
 //    layout was too wide is remembered and not laid out again (O(blocks^2) work).
 //    A wider layout is weighed against what the loop costs without a plan: it keeps

@@ -1,0 +1,51 @@
+// Step layout: the offline half of a loop plan (Note [Loop plans] in loop_plan.hpp). Given
+// the blocks of one step -- sizes and lifetimes, which may wrap past the step's end -- it
+// gives every block an offset so that no two blocks whose lifetimes meet overlap, trying
+// several orders and keeping the narrowest layout (Note [Layout orders]).
+// Invariant: a layout returned places each block at or above offset 0, ends at the span it
+// returns, and overlaps no block whose lifetime meets its own; the same blocks give the
+// same layout, on one thread or two.
+// Plain C++, no device calls, no shared state: the caller owns the blocks.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <vector>
+
+namespace fragless::core {
+
+// A block of the step: lives over [first_begin, first_end) and, when its lifetime wraps
+// past the step's end, also over [0, second_end). Phases are below 2^32. `from_start` is
+// first_begin counted from the phase where placing starts (the step's least-live event),
+// for the orders that follow the step. `offset_bytes` is the layout's answer.
+struct step_block {
+  std::size_t phase;
+  std::size_t size_bytes;
+  std::size_t first_begin, first_end, second_end;
+  std::size_t offset_bytes = 0;
+  std::size_t from_start = 0;
+  std::size_t lifetime() const noexcept { return first_end - first_begin + second_end; }
+};
+
+// Note [Layout orders]: the orders a step is laid out in; the narrowest layout wins, and on
+// equal spans the earlier one in this list.
+enum class layout_order {
+  size_then_lifetime,   // largest first; longer lifetimes first among equal sizes
+  size_then_start,      // largest first; earlier starts first among equal sizes
+  step,                 // as the step makes them, from where placing starts
+  size_class_then_step  // by power-of-two size class, largest first; then as the step makes them
+};
+inline constexpr layout_order kLayoutOrders[] = {layout_order::size_then_lifetime, layout_order::size_then_start,
+                                                 layout_order::step, layout_order::size_class_then_step};
+
+// Lays the blocks out in one order: sets every block's offset and returns the span.
+// Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
+std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel);
+
+// Lays the blocks out in every order of kLayoutOrders -- with `threads`, each order after
+// the first on a thread of its own (here, one after the other, where no thread can be
+// had) -- and keeps the narrowest layout in `blocks`; returns its span (0 when cancelled).
+// Throws only std::bad_alloc.
+std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads);
+
+}  // namespace fragless::core

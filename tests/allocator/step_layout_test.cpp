@@ -1,0 +1,186 @@
+// Step layouts (Note [Layout orders]): every order places blocks whose lifetimes meet
+// apart; the narrowest of them is kept, the same on one thread or two; and on serving
+// steps of growing caches the step-following orders beat largest-first.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/step_layout.hpp"
+
+using fragless::core::kLayoutOrders;
+using fragless::core::lay_out;
+using fragless::core::lay_out_narrowest;
+using fragless::core::layout_order;
+using fragless::core::step_block;
+
+namespace {
+
+// Phases [begin, end) of a step of `phases`, wrapping past the end when end < begin.
+step_block make_block(std::size_t index, std::size_t size_bytes, std::size_t begin, std::size_t end,
+                      std::size_t phases, std::size_t start_phase) {
+  step_block block{index, size_bytes, begin, end, 0};
+  if (end <= begin) {
+    block.first_end = phases;
+    block.second_end = end;
+  }
+  block.from_start = (begin + phases - start_phase) % phases;
+  return block;
+}
+
+bool live_at(const step_block& block, std::size_t phase) {
+  return (phase >= block.first_begin && phase < block.first_end) || phase < block.second_end;
+}
+
+std::size_t peak_live_bytes(const std::vector<step_block>& blocks, std::size_t phases) {
+  std::size_t peak = 0;
+  for (std::size_t phase = 0; phase < phases; ++phase) {
+    std::size_t live = 0;
+    for (const step_block& block : blocks) live += live_at(block, phase) ? block.size_bytes : 0;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+// Two blocks live at a common phase must not share a byte; the span covers every block.
+std::size_t overlaps(const std::vector<step_block>& blocks, std::size_t phases, std::size_t span) {
+  std::size_t found = 0;
+  for (std::size_t a = 0; a < blocks.size(); ++a) {
+    if (blocks[a].offset_bytes + blocks[a].size_bytes > span) ++found;
+    for (std::size_t b = a + 1; b < blocks.size(); ++b) {
+      bool meet = false;
+      for (std::size_t phase = 0; phase < phases && !meet; ++phase) meet = live_at(blocks[a], phase) && live_at(blocks[b], phase);
+      if (!meet) continue;
+      const bool apart = blocks[a].offset_bytes + blocks[a].size_bytes <= blocks[b].offset_bytes ||
+                         blocks[b].offset_bytes + blocks[b].size_bytes <= blocks[a].offset_bytes;
+      if (!apart) ++found;
+    }
+  }
+  return found;
+}
+
+// Random lifetimes over a step of `phases`, a fifth of them wrapping past its end.
+std::vector<step_block> random_step(std::uint32_t seed, std::size_t count, std::size_t phases) {
+  std::mt19937 random(seed);
+  std::vector<step_block> blocks;
+  for (std::size_t index = 0; index < count; ++index) {
+    const std::size_t size_bytes = std::size_t{512} << (random() % 16);
+    const std::size_t begin = random() % phases;
+    const std::size_t length = 1 + random() % (phases - 1);
+    std::size_t end = begin + length;
+    if (end >= phases) end = random() % 5 == 0 ? end - phases : phases - 1;
+    if (end == begin) end = begin + 1;
+    blocks.push_back(make_block(index, size_bytes, begin, end, phases, seed % phases));
+  }
+  return blocks;
+}
+
+// A serving step: `caches` KV caches grow the eager way -- each decode iteration makes
+// every cache `growth` units longer (the new block made, then the old one freed) beside a
+// small scratch block -- and leave at the step's end. Phases count allocations and frees.
+std::vector<step_block> growing_caches_step(std::uint32_t seed, std::size_t caches, std::size_t iterations,
+                                            std::size_t* phases_out) {
+  std::mt19937 random(seed);
+  constexpr std::size_t kUnitBytes = 64 * 1024;
+  struct lifetime {
+    std::size_t size_bytes, begin, end;
+  };
+  std::vector<lifetime> lifetimes;
+  std::size_t phase = 0;
+  std::vector<std::size_t> lengths, current;
+  for (std::size_t cache = 0; cache < caches; ++cache) {
+    lengths.push_back(1 + random() % 64);
+    current.push_back(lifetimes.size());
+    lifetimes.push_back({lengths.back() * kUnitBytes, phase++, 0});
+  }
+  const std::size_t growth = 1 + random() % 8;
+  for (std::size_t iteration = 0; iteration < iterations; ++iteration) {
+    const std::size_t scratch = lifetimes.size();
+    lifetimes.push_back({kUnitBytes, phase++, 0});
+    for (std::size_t cache = 0; cache < caches; ++cache) {
+      lengths[cache] += growth;
+      lifetimes.push_back({lengths[cache] * kUnitBytes, phase++, 0});
+      lifetimes[current[cache]].end = phase++;
+      current[cache] = lifetimes.size() - 1;
+    }
+    lifetimes[scratch].end = phase++;
+  }
+  for (std::size_t index : current) lifetimes[index].end = phase++;
+  std::vector<step_block> blocks;
+  for (std::size_t index = 0; index < lifetimes.size(); ++index)
+    blocks.push_back(make_block(index, lifetimes[index].size_bytes, lifetimes[index].begin, lifetimes[index].end, phase, 0));
+  *phases_out = phase;
+  return blocks;
+}
+
+}  // namespace
+
+TEST_CASE("every layout order places blocks that live at once apart, at or above their peak", "[step_layout]") {
+  for (std::uint32_t seed = 1; seed <= 30; ++seed) {
+    INFO("seed " << seed);
+    constexpr std::size_t kPhases = 64;
+    const std::vector<step_block> step = random_step(seed, 60, kPhases);
+    const std::size_t peak = peak_live_bytes(step, kPhases);
+    for (layout_order order : kLayoutOrders) {
+      INFO("order " << static_cast<int>(order));
+      std::vector<step_block> blocks = step;
+      const std::size_t span = lay_out(blocks, order, nullptr);
+      CHECK(overlaps(blocks, kPhases, span) == 0);
+      CHECK(span >= peak);
+    }
+  }
+}
+
+TEST_CASE("the narrowest layout is kept, the same on one thread or two", "[step_layout]") {
+  for (std::uint32_t seed = 1; seed <= 30; ++seed) {
+    INFO("seed " << seed);
+    constexpr std::size_t kPhases = 64;
+    const std::vector<step_block> step = random_step(seed, 60, kPhases);
+    std::size_t narrowest = SIZE_MAX;
+    for (layout_order order : kLayoutOrders) {
+      std::vector<step_block> blocks = step;
+      narrowest = std::min(narrowest, lay_out(blocks, order, nullptr));
+    }
+    std::vector<step_block> one_thread = step, two_threads = step;
+    CHECK(lay_out_narrowest(one_thread, nullptr, false) == narrowest);
+    CHECK(lay_out_narrowest(two_threads, nullptr, true) == narrowest);
+    CHECK(overlaps(one_thread, kPhases, narrowest) == 0);
+    for (std::size_t index = 0; index < step.size(); ++index)
+      CHECK(one_thread[index].offset_bytes == two_threads[index].offset_bytes);
+  }
+}
+
+TEST_CASE("a cancelled layout stops at once", "[step_layout]") {
+  const std::vector<step_block> step = random_step(3, 60, 64);
+  const std::atomic<bool> cancelled{true};
+  std::vector<step_block> blocks = step;
+  CHECK(lay_out(blocks, layout_order::step, &cancelled) == 0);
+  CHECK(lay_out_narrowest(blocks, &cancelled, true) == 0);
+}
+
+TEST_CASE("serving steps of growing caches are laid out narrower than largest-first", "[step_layout]") {
+  // Largest first stacks the growing caches (each new one is the largest so far and lives
+  // beside the one it replaces); the orders that follow the step reuse the gaps the old
+  // caches leave. Measured: narrower on 19 of these 20 seeds, by up to 28 %; 0.86x the
+  // span of the narrower size order, geometric mean.
+  std::size_t narrower_seeds = 0;
+  double log_ratio_sum = 0;
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 0;
+    const std::vector<step_block> step = growing_caches_step(seed, 2 + seed % 6, 12, &phases);
+    std::vector<step_block> by_size = step, by_size_start = step, blocks = step;
+    const std::size_t size_span = std::min(lay_out(by_size, layout_order::size_then_lifetime, nullptr),
+                                           lay_out(by_size_start, layout_order::size_then_start, nullptr));
+    const std::size_t span = lay_out_narrowest(blocks, nullptr, false);
+    CHECK(overlaps(blocks, phases, span) == 0);
+    CHECK(span >= peak_live_bytes(step, phases));
+    if (span < size_span) ++narrower_seeds;
+    log_ratio_sum += std::log(static_cast<double>(span) / static_cast<double>(size_span));
+  }
+  CHECK(narrower_seeds >= 17);
+  CHECK(std::exp(log_ratio_sum / 20) <= 0.9);
+}
