@@ -39,13 +39,13 @@ std::uint64_t window_power() noexcept {
 }  // namespace
 
 // Note [Layout threads]
-// Laying out a step is blocks^2 work (225 ms for pangu_2.6B's 13,000-block step on a 2-core
-// machine, about a second at kMaxPlannedBlocks), and it used to run on the thread that
-// allocates, under the device lock: a training loop stalled for that long at the step where
-// its plan was found (on an H200, one GPT-2 step of 200 ms among steps of 30). A step of
-// kLayoutThreadBlocks blocks or more is therefore laid out on a thread of its own (half its
-// orders, Note [Layout orders], on a second thread), from a copy of the step, while the loop goes on: the
-// plan compares the events with the step meanwhile, as it does any plan, and takes the
+// Laying out a step is blocks^2 work per order (four orders, Note [Layout orders]: 415 ms
+// for pangu_2.6B's 13,000-block step on a 2-core machine, two seconds and more at
+// kMaxPlannedBlocks), and it used to run on the thread that allocates, under the device
+// lock: a training loop stalled for that long at the step where its plan was found (on an
+// H200, one GPT-2 step of 200 ms among steps of 30, with two orders). A step of
+// kLayoutThreadBlocks blocks or more is therefore laid out on threads of its own (one per
+// order), from a copy of the step, while the loop goes on: the plan compares the events with the step meanwhile, as it does any plan, and takes the
 // layout where it would start placing (the step's least-live event, usually about half a
 // step later) -- waiting for it there if it is not done. So the plan starts at the same
 // event with the same layout as when it was laid out at once, whatever the threads'
@@ -55,8 +55,8 @@ std::uint64_t window_power() noexcept {
 // from that event on, not from the step's discovery (1,000 corpus seeds of every family,
 // five repetitions: 42 of 8,000 workloads settle at another peak, 18 lower and 24 higher;
 // every family's geometric mean within 0.05 %). A deviation before then stops the layout. A
-// smaller step is laid out at once: 1 ms for 1,000 blocks, where a thread's start (about
-// 50 us) would not pay. In a child forked while a layout was under way the thread does not
+// smaller step is laid out at once: about 5 ms for 1,000 blocks in four orders (2 ms in
+// two), where a thread's start (about 50 us) would pay little. In a child forked while a layout was under way the thread does not
 // exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
 // out every step on the allocating thread.
 struct loop_plan::layout_job {
