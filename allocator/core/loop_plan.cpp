@@ -55,7 +55,7 @@ std::uint64_t window_power() noexcept {
 // from that event on, not from the step's discovery (1,000 corpus seeds of every family,
 // five repetitions: 42 of 8,000 workloads settle at another peak, 18 lower and 24 higher;
 // every family's geometric mean within 0.05 %). A deviation before then stops the layout. A
-// smaller step is laid out at once: about 5 ms for 1,000 blocks in four orders (2 ms in
+// smaller step is laid out at once: 3-5 ms for 1,000 blocks in four orders (2 ms in
 // two), where a thread's start (about 50 us) would pay little. In a child forked while a layout was under way the thread does not
 // exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
 // out every step on the allocating thread.

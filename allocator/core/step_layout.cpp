@@ -51,6 +51,11 @@ std::vector<std::size_t> placing_order(const std::vector<step_block>& blocks, la
 // searches tried).
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
 std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel) {
+  return lay_out_in(blocks, placing_order(blocks, order), cancel);
+}
+
+std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
+                       const std::atomic<bool>* cancel) {
   struct placed_block {
     std::size_t offset_bytes, end_bytes;
     std::uint32_t first_begin, first_end, second_end;  // phases: below 2^32 (step_block)
@@ -58,7 +63,7 @@ std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const s
   std::vector<placed_block> placed;  // by (offset, end)
   placed.reserve(blocks.size());
   std::size_t span = 0;
-  for (std::size_t index : placing_order(blocks, order)) {
+  for (std::size_t index : order) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
     step_block& block = blocks[index];
     std::size_t covered = 0;
@@ -109,17 +114,33 @@ std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const s
 // slowest order where the machine has a core for each.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads) {
   constexpr std::size_t kLayoutOrderCount = std::size(kLayoutOrders);
+  // Orders that place the blocks in the same sequence give the same layout: each distinct
+  // sequence is laid out once (the two size orders agree wherever no two blocks of one
+  // size differ in start and lifetime order, as in most serving steps).
+  std::vector<std::size_t> sequences[kLayoutOrderCount];
+  std::size_t same_as[kLayoutOrderCount];
+  for (std::size_t index = 0; index < kLayoutOrderCount; ++index) {
+    sequences[index] = placing_order(blocks, kLayoutOrders[index]);
+    same_as[index] = index;
+    for (std::size_t earlier = 0; earlier < index; ++earlier)
+      if (same_as[earlier] == earlier && sequences[earlier] == sequences[index]) {
+        same_as[index] = earlier;
+        break;
+      }
+  }
   std::vector<step_block> laid_out[kLayoutOrderCount];
   std::size_t spans[kLayoutOrderCount] = {};
   bool done[kLayoutOrderCount] = {};
-  for (std::vector<step_block>& copy : laid_out) copy = blocks;
-  // Orders after the first each on a thread of their own, the first here.
+  for (std::size_t index = 0; index < kLayoutOrderCount; ++index)
+    if (same_as[index] == index) laid_out[index] = blocks;
+  // Distinct orders after the first each on a thread of their own, the first here.
   std::thread workers[kLayoutOrderCount];
   for (std::size_t index = 1; index < kLayoutOrderCount && threads; ++index) {
+    if (same_as[index] != index) continue;
     try {
       workers[index] = std::thread([&, index] {
         try {
-          spans[index] = lay_out(laid_out[index], kLayoutOrders[index], cancel);
+          spans[index] = lay_out_in(laid_out[index], sequences[index], cancel);
           done[index] = true;
         } catch (...) {
           // no host memory there: laid out again here, after the join
@@ -134,7 +155,7 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
       if (worker.joinable()) worker.join();
   };
   try {
-    spans[0] = lay_out(laid_out[0], kLayoutOrders[0], cancel);
+    spans[0] = lay_out_in(laid_out[0], sequences[0], cancel);
     done[0] = true;
   } catch (...) {
     join_all();
@@ -143,7 +164,8 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
   join_all();
   std::size_t best = 0;
   for (std::size_t index = 0; index < kLayoutOrderCount; ++index) {
-    if (!done[index]) spans[index] = lay_out(laid_out[index], kLayoutOrders[index], cancel);
+    if (same_as[index] != index) continue;
+    if (!done[index]) spans[index] = lay_out_in(laid_out[index], sequences[index], cancel);
     if (spans[index] < spans[best]) best = index;
   }
   blocks = std::move(laid_out[best]);

@@ -41,6 +41,9 @@ inline constexpr layout_order kLayoutOrders[] = {layout_order::size_then_lifetim
 // Lays the blocks out in one order: sets every block's offset and returns the span.
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
 std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel);
+// The same with the placing sequence given: indices into `blocks`, each once.
+std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
+                       const std::atomic<bool>* cancel);
 
 // Lays the blocks out in every order of kLayoutOrders -- with `threads`, each order after
 // the first on a thread of its own (here, one after the other, where no thread can be
