@@ -55,8 +55,10 @@ std::uint64_t window_power() noexcept {
 // from that event on, not from the step's discovery (1,000 corpus seeds of every family,
 // five repetitions: 42 of 8,000 workloads settle at another peak, 18 lower and 24 higher;
 // every family's geometric mean within 0.05 %). A deviation before then stops the layout. A
-// smaller step is laid out at once: 3-5 ms for 1,000 blocks in four orders (2 ms in
-// two), where a thread's start (about 50 us) would pay little. In a child forked while a layout was under way the thread does not
+// smaller step is laid out at once (about 0.5 ms for 300 blocks, kv-cache-eviction seeds
+// 11 and 21), where starting the threads (about 50 us each) would hardly pay. The bound
+// was 1,024 blocks with two orders; four take 3-5 ms for 1,000 blocks on the allocating
+// thread, so it is 256 now. In a child forked while a layout was under way the thread does not
 // exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
 // out every step on the allocating thread.
 struct loop_plan::layout_job {
