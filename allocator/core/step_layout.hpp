@@ -4,7 +4,7 @@
 // several orders and keeping the narrowest layout (Note [Layout orders]).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
-// same layout, on one thread or two.
+// same layout, on one thread or several.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Step layouts (Note [Layout orders]): every order places blocks whose lifetimes meet
-// apart; the narrowest of them is kept, the same on one thread or two; and on serving
+// apart; the narrowest of them is kept, the same on one thread or several; and on serving
 // steps of growing caches the step-following orders beat largest-first.
 #include <catch2/catch.hpp>
 
@@ -134,7 +134,7 @@ TEST_CASE("every layout order places blocks that live at once apart, at or above
   }
 }
 
-TEST_CASE("the narrowest layout is kept, the same on one thread or two", "[step_layout]") {
+TEST_CASE("the narrowest layout is kept, the same on one thread or several", "[step_layout]") {
   for (std::uint32_t seed = 1; seed <= 30; ++seed) {
     INFO("seed " << seed);
     constexpr std::size_t kPhases = 64;
