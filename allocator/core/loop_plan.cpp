@@ -431,7 +431,8 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   // recorded meanwhile, so a log cleared while a layout is under way may find a step again:
   // the new plan replaces the one not yet taken.
   cancel_layout();
-  if (layout_threads_ && start_phase != 0 && job->blocks.size() >= kLayoutThreadBlocks) {
+  const bool on_threads = layout_threads_ && job->blocks.size() >= kLayoutThreadBlocks;
+  if (on_threads && start_phase != 0) {
     job->pid = ::getpid();
     layout_job* const running = job.get();
     try {
@@ -449,8 +450,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
       // no thread to be had: laid out here
     }
   }
-  job->span_bytes =
-      lay_out_narrowest(job->blocks, nullptr, layout_threads_ && job->blocks.size() >= kLayoutThreadBlocks);
+  job->span_bytes = lay_out_narrowest(job->blocks, nullptr, on_threads);
   const char* rejected = take_layout(*job);
   if (rejected != nullptr) plan_.clear();
   return rejected;

@@ -41,7 +41,11 @@ std::vector<std::size_t> placing_order(const std::vector<step_block>& blocks, la
 
 }  // namespace
 
-// Each block in `order`, in the smallest gap among the placed blocks it meets (lowest
+std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel) {
+  return lay_out_in(blocks, placing_order(blocks, order), cancel);
+}
+
+// Each block in turn, in the smallest gap among the placed blocks it meets (lowest
 // offset among equals), else above them all. Sets every block's offset; returns the span.
 // The placed blocks are kept in (offset, end) order, so the blocks a new one meets come
 // out sorted without a sort per block (the sort was half of a 3,000-event step's layout).
@@ -50,10 +54,6 @@ std::vector<std::size_t> placing_order(const std::vector<step_block>& blocks, la
 // index: 68 -> 57 ms for a 13,782-event training step; docs/compaction.md has the faster
 // searches tried).
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
-std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel) {
-  return lay_out_in(blocks, placing_order(blocks, order), cancel);
-}
-
 std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
                        const std::atomic<bool>* cancel) {
   struct placed_block {
@@ -118,30 +118,30 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
   // sequence is laid out once (the two size orders agree wherever no two blocks of one
   // size differ in start and lifetime order, as in most serving steps).
   std::vector<std::size_t> sequences[kLayoutOrderCount];
-  std::size_t same_as[kLayoutOrderCount];
+  bool distinct[kLayoutOrderCount] = {};
   for (std::size_t index = 0; index < kLayoutOrderCount; ++index) {
     sequences[index] = placing_order(blocks, kLayoutOrders[index]);
-    same_as[index] = index;
-    for (std::size_t earlier = 0; earlier < index; ++earlier)
-      if (same_as[earlier] == earlier && sequences[earlier] == sequences[index]) {
-        same_as[index] = earlier;
-        break;
-      }
+    distinct[index] = std::none_of(sequences, sequences + index, [&](const std::vector<std::size_t>& earlier) {
+      return earlier == sequences[index];
+    });
   }
   std::vector<step_block> laid_out[kLayoutOrderCount];
   std::size_t spans[kLayoutOrderCount] = {};
   bool done[kLayoutOrderCount] = {};
   for (std::size_t index = 0; index < kLayoutOrderCount; ++index)
-    if (same_as[index] == index) laid_out[index] = blocks;
+    if (distinct[index]) laid_out[index] = blocks;
+  const auto run = [&](std::size_t index) {
+    spans[index] = lay_out_in(laid_out[index], sequences[index], cancel);
+    done[index] = true;
+  };
   // Distinct orders after the first each on a thread of their own, the first here.
   std::thread workers[kLayoutOrderCount];
   for (std::size_t index = 1; index < kLayoutOrderCount && threads; ++index) {
-    if (same_as[index] != index) continue;
+    if (!distinct[index]) continue;
     try {
-      workers[index] = std::thread([&, index] {
+      workers[index] = std::thread([&run, index] {
         try {
-          spans[index] = lay_out_in(laid_out[index], sequences[index], cancel);
-          done[index] = true;
+          run(index);
         } catch (...) {
           // no host memory there: laid out again here, after the join
         }
@@ -155,8 +155,7 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
       if (worker.joinable()) worker.join();
   };
   try {
-    spans[0] = lay_out_in(laid_out[0], sequences[0], cancel);
-    done[0] = true;
+    run(0);
   } catch (...) {
     join_all();
     throw;
@@ -164,8 +163,8 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
   join_all();
   std::size_t best = 0;
   for (std::size_t index = 0; index < kLayoutOrderCount; ++index) {
-    if (same_as[index] != index) continue;
-    if (!done[index]) spans[index] = lay_out_in(laid_out[index], sequences[index], cancel);
+    if (!distinct[index]) continue;
+    if (!done[index]) run(index);
     if (spans[index] < spans[best]) best = index;
   }
   blocks = std::move(laid_out[best]);
