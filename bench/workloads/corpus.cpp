@@ -24,6 +24,10 @@ const family_entry families[] = {
     {"activation-recompute", generate_activation_recompute},
     {"pipeline-1f1b", generate_pipeline_1f1b},
     {"params-optimizer", generate_params_optimizer},
+    // Note [Held-out families]
+    {"sharded-data-parallel", generate_sharded_data_parallel},
+    {"unet-resolution", generate_unet_resolution},
+    {"quantized-attention", generate_quantized_attention},
 };
 
 std::uint64_t peak_live_bytes(const traces::trace& t) {
