@@ -246,7 +246,7 @@ void loop_plan::abandon(const char* reason) noexcept {
   cancel_layout();  // Note [Layout threads]
   if (active_) {
     if (placing_) ++counters_.plans_abandoned;
-    planning_failed_ = true;  // Note [Move budget]
+    // Not a failure of planning (Note [Move budget]): the loop it planned has ended.
     min_step_tokens_ = std::max(min_step_tokens_, plan_.size() + 1);
     if (log_enabled(log_level::debug))
       log_message(log_level::debug, std::string("loop plan abandoned at step event ") + std::to_string(phase_) +

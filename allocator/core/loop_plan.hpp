@@ -104,9 +104,11 @@ namespace fragless::core {
 //    where the layers end, as above. Steps shorter than two windows (64 tokens) used to
 //    wait for a whole log, about 5,000 steps of such a loop, all moving pages; on the
 //    corpus, whose steps are long, the change moved 8 of 8,000 seeds.
-//  - Failing: a layout too wide, an abandoned plan, a plan with no address range or a
-//    whole log without a plan mark planning as failed (planning_failed()); from then on
-//    the pool's page moves are budgeted (Note [Move budget]).
+//  - Failing: a layout too wide, a plan with no address range or a whole log without a
+//    plan mark planning as failed (planning_failed()); from then on the pool's page moves
+//    are budgeted (Note [Move budget]). An abandoned plan does not: the loop it planned
+//    ended (a phase of the program, or a layer taken for the step), which says nothing of
+//    whether the next loop can be planned.
 // Where it costs: recording is a hash-table insert per large event while no plan is
 // active, from the pool's first page move on (a pool that never moves pages records
 // nothing, and recording pauses again after kMaxLogTokens events without a move);
@@ -188,8 +190,8 @@ class loop_plan {
 
   const loop_plan_counters& counters() const noexcept { return counters_; }
   // Note [Move budget]: a plan could not help the loop seen so far -- a candidate step's
-  // layout was too wide, a plan was abandoned or found no address range, or a whole log
-  // passed without a plan (or plans are off).
+  // layout was too wide, a plan found no address range, or a whole log passed without a
+  // plan (or plans are off). An abandoned plan is none of these.
   bool planning_failed() const noexcept { return !enabled_ || planning_failed_; }
 
  private:

@@ -228,7 +228,8 @@ TEST_CASE("a plan whose hand-over costs more than its step churned waits for a s
   }
 }
 
-TEST_CASE("a deviation abandons the plan, and only a longer step is planned after it", "[loop_plan]") {
+TEST_CASE("a deviation abandons the plan, planning has not failed, and only a longer step is planned after it",
+          "[loop_plan]") {
   const step_shape shape = random_step(11, 80);
   loop_plan plan(0.10);
   plan.set_enabled(true);
@@ -238,6 +239,8 @@ TEST_CASE("a deviation abandons the plan, and only a longer step is planned afte
   plan.record_allocation(123 * 512, nullptr, false, 1000);
   CHECK_FALSE(plan.active());
   CHECK(plan.counters().plans_abandoned == 1);
+  // The loop it planned ended; that is no failure of planning (Note [Move budget]).
+  CHECK_FALSE(plan.planning_failed());
   // The same step again is not planned (it was as long as the abandoned plan).
   const drive_result again = drive(plan, shape, 6);
   CHECK(again.planned_allocations == 0);
