@@ -122,23 +122,47 @@ bool loop_plan::finish_layout() noexcept {
     drop_plan();
     return false;
   }
-  // As a layout too wide at once: the log, recorded meanwhile, goes on.
+  // As a layout too wide at once: the log, recorded meanwhile, goes on, and the loop is
+  // followed without placing (Note [Move budget]).
   ++counters_.plans_rejected;
-  planning_failed_ = true;
+  remember_rejection(job->step);
+  refused_ = true;
+  pending_ = false;
+  return false;
+}
+
+void loop_plan::remember_rejection(std::pair<std::uint64_t, std::size_t> step) noexcept {
   try {
     if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
-    rejected_steps_.push_back(job->step);
+    rejected_steps_.push_back(step);
   } catch (...) {
     // only the memory of a rejection is lost: the step may be laid out again
   }
-  active_ = false;
+}
+
+// Note [Move budget]: the loop keeps to a step whose layout was too wide; its events are
+// compared with the step (the tokens of log positions [step_begin, step_end)), nothing is
+// placed, and the log goes on.
+void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end) noexcept {
+  try {
+    plan_.assign(step_end - step_begin, planned_token{});
+  } catch (...) {
+    plan_.clear();
+    return;  // no host memory: the loop is not followed, and not budgeted
+  }
+  for (std::size_t phase = 0; phase < plan_.size(); ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
+  active_ = true;
+  refused_ = true;
   pending_ = false;
-  plan_.clear();
-  return false;
+  placing_ = false;
+  postponed_ = false;
+  phase_ = 0;
+  span_bytes_ = 0;
 }
 
 void loop_plan::drop_plan() noexcept {
   active_ = false;
+  refused_ = false;
   pending_ = false;
   placing_ = false;
   plan_.clear();
@@ -173,7 +197,8 @@ std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id str
     const bool expected_planned = placing_ && plan_[phase_].offset_bytes >= 0 && plan_[phase_].token == token;
     if (expected_planned && !planned) abandon("the planned place was not usable");
     else follow(token);
-    if (active_ && layout_ == nullptr) return sequence;  // Note [Layout threads]: recorded meanwhile
+    // Note [Layout threads]: recorded meanwhile; Note [Move budget]: and beside a refused step.
+    if (active_ && layout_ == nullptr && !refused_) return sequence;
   }
   if (recording(churn_bytes)) append(logged_token{token, sequence, churn_bytes});
   return sequence;
@@ -192,7 +217,8 @@ void loop_plan::record_release(std::uint64_t sequence, std::int64_t churn_bytes)
   const loop_token token{0, next_sequence_ - sequence, nullptr};
   if (active_) {
     follow(token);
-    if (active_ && layout_ == nullptr) return;  // Note [Layout threads]: recorded meanwhile
+    // Note [Layout threads]: recorded meanwhile; Note [Move budget]: and beside a refused step.
+    if (active_ && layout_ == nullptr && !refused_) return;
   }
   if (recording(churn_bytes)) append(logged_token{token, sequence, churn_bytes});
 }
@@ -204,7 +230,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
   }
   if (placing_ && plan_[phase_].offset_bytes >= 0) ++counters_.planned_allocations;
   phase_ = phase_ + 1 == plan_.size() ? 0 : phase_ + 1;
-  if (placing_ || phase_ != start_phase_) return;
+  if (placing_ || refused_ || phase_ != start_phase_) return;
   if (layout_ != nullptr && !finish_layout()) return;  // Note [Layout threads]
   if (postponed_) {
     postponed_ = false;
@@ -237,6 +263,7 @@ void loop_plan::reject() noexcept {
   ++counters_.plans_rejected;
   planning_failed_ = true;
   active_ = false;
+  refused_ = false;
   pending_ = false;
   plan_.clear();
   clear_log();
@@ -244,6 +271,18 @@ void loop_plan::reject() noexcept {
 
 void loop_plan::abandon(const char* reason) noexcept {
   cancel_layout();  // Note [Layout threads]
+  if (active_ && refused_) {
+    // Note [Move budget]: the refused loop ended; the log, which went on beside it, goes on.
+    if (log_enabled(log_level::debug))
+      log_message(log_level::debug, std::string("loop plan: left the refused step at event ") + std::to_string(phase_) +
+                                        " of " + std::to_string(plan_.size()) + ": " + reason);
+    active_ = false;
+    refused_ = false;
+    pending_ = false;
+    placing_ = false;
+    plan_.clear();
+    return;
+  }
   if (active_) {
     if (placing_) ++counters_.plans_abandoned;
     // Not a failure of planning (Note [Move budget]): the loop it planned has ended.
@@ -322,13 +361,17 @@ void loop_plan::look_for_step() {
   moving_step_tokens_ = step_tokens;
   ++moving_steps_;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
-  if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) return;
+  if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) {
+    if (!active_) follow_refused(previous + 1, newest + 1);  // Note [Move budget]
+    return;
+  }
   const std::int64_t build_start_ns = now_ns();
   const auto step_churn_bytes = static_cast<std::size_t>(log_[newest].churn_bytes - log_[previous].churn_bytes);
   const char* rejected = build_plan(previous + 1, newest + 1, step_churn_bytes, step);
   const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     active_ = true;
+    refused_ = false;
     phase_ = 0;
     pending_ = start_phase_ == 0;
     postponed_ = false;
@@ -339,9 +382,8 @@ void loop_plan::look_for_step() {
     // Only the layout is costly to redo; the other checks may pass one step later, with
     // more of the loop recorded.
     if (rejected == kLayoutTooWide) {
-      planning_failed_ = true;
-      if (rejected_steps_.size() >= kRememberedRejections) rejected_steps_.erase(rejected_steps_.begin());
-      rejected_steps_.push_back(step);
+      remember_rejection(step);
+      follow_refused(previous + 1, newest + 1);  // Note [Move budget]
     }
   }
   if (log_enabled(log_level::debug))

@@ -104,11 +104,14 @@ namespace fragless::core {
 //    where the layers end, as above. Steps shorter than two windows (64 tokens) used to
 //    wait for a whole log, about 5,000 steps of such a loop, all moving pages; on the
 //    corpus, whose steps are long, the change moved 8 of 8,000 seeds.
-//  - Failing: a layout too wide, a plan with no address range or a whole log without a
-//    plan mark planning as failed (planning_failed()); from then on the pool's page moves
-//    are budgeted (Note [Move budget]). An abandoned plan does not: the loop it planned
-//    ended (a phase of the program, or a layer taken for the step), which says nothing of
-//    whether the next loop can be planned.
+//  - Failing: a plan with no address range or a whole log without a plan mark planning
+//    as failed for good (planning_failed()); from then on the pool's page moves are
+//    budgeted (Note [Move budget]). A step whose layout was too wide is followed as a plan
+//    is, placing nothing, and planning counts as failed while the program keeps to it:
+//    when it leaves the step, that loop has ended, and the budget with it (the step is
+//    followed again if found again, and not laid out again). An abandoned plan is no
+//    failure either: the loop it planned ended (a phase of the program, or a layer taken
+//    for the step), which says nothing of whether the next loop can be planned.
 // Where it costs: recording is a hash-table insert per large event while no plan is
 // active, from the pool's first page move on (a pool that never moves pages records
 // nothing, and recording pauses again after kMaxLogTokens events without a move);
@@ -189,10 +192,10 @@ class loop_plan {
   bool layout_under_way() const noexcept { return layout_ != nullptr; }
 
   const loop_plan_counters& counters() const noexcept { return counters_; }
-  // Note [Move budget]: a plan could not help the loop seen so far -- a candidate step's
-  // layout was too wide, a plan found no address range, or a whole log passed without a
-  // plan (or plans are off). An abandoned plan is none of these.
-  bool planning_failed() const noexcept { return !enabled_ || planning_failed_; }
+  // Note [Move budget]: a plan cannot help the loop -- the program keeps to a step whose
+  // layout was too wide, or a plan found no address range, or a whole log passed without
+  // a plan (or plans are off). An abandoned plan is none of these.
+  bool planning_failed() const noexcept { return !enabled_ || planning_failed_ || refused_; }
 
  private:
   struct logged_token {
@@ -222,9 +225,14 @@ class loop_plan {
   const char* take_layout(const layout_job& job) noexcept;
   // Leaves the plan before it placed anything; recording starts again.
   void drop_plan() noexcept;
+  // Note [Move budget]: a step whose layout was too wide is not laid out again, and the
+  // loop is followed along it, placing nothing, while it keeps to it.
+  void remember_rejection(std::pair<std::uint64_t, std::size_t> step) noexcept;
+  void follow_refused(std::size_t step_begin, std::size_t step_end) noexcept;
 
   bool enabled_ = false;
-  bool planning_failed_ = false;  // Note [Move budget]
+  bool planning_failed_ = false;  // Note [Move budget]: for good
+  bool refused_ = false;          // Note [Move budget]: following a step refused as too wide
   const double headroom_;
   const double churn_headroom_;
   const bool layout_threads_;           // Note [Layout threads]

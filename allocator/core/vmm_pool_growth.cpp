@@ -83,13 +83,15 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
 // peak is first offered a loop plan (Note [Loop plans]), which lays the step out within
 // its old pages. A loop no plan fits (its sizes vary from step to step, or its layout is
 // too wide) moved pages every step for ever: in the corpus' many-stream family up to
-// 10,000 map/unmap calls per step, where expandable segments make none. The rule: once
-// planning has failed -- a candidate step's layout was too wide, a plan found no address
-// range, or a whole log passed without a plan (loop_plan::planning_failed(); always, with
-// plans off) -- a page is moved only while the pool has moved fewer pages than it has
-// created. (An abandoned plan is no failure: the loop it planned ended. Counted as one,
-// it set the budget on in the first pass of programs whose shapes change from phase to
-// phase: corpus quantized-attention 1.093x the ideal then, 1.067x now; docs/compaction.md.)
+// 10,000 map/unmap calls per step, where expandable segments make none. The rule: while
+// planning has failed -- the program keeps to a step whose layout was too wide, or (for
+// good) a plan found no address range or a whole log passed without a plan
+// (loop_plan::planning_failed(); always, with plans off) -- a page is moved only while the
+// pool has moved fewer pages than it has created. Only the loop that was refused is
+// budgeted: a program whose shapes change from phase to phase (batches of other lengths)
+// moves pages at each change, and budgeted from its first refused step on, it created
+// them instead, phase after phase (corpus quantized-attention 1.067x the ideal then,
+// 1.036x now; an abandoned plan counted as a failure too: 1.093x; docs/compaction.md).
 // Creating a page costs two calls once
 // (cuMemCreate, cuMemMap) and the page stays; a move costs two calls every time. So moving
 // may at most double what creating cost; past that a missing page is created, and each

@@ -327,6 +327,33 @@ TEST_CASE("a large step's layout too wide is refused where placing would start",
   CHECK(without.planned_allocations == 0);
 }
 
+TEST_CASE("a loop refused as too wide is budgeted while it keeps to its step, and not after", "[loop_plan]") {
+  // Note [Move budget]: headroom 0 refuses a layout wider than the peak; the loop is then
+  // followed without placing. Planning counts as failed while the program keeps to the
+  // step, no longer once it leaves it (another loop that moves no page), and again when
+  // it comes back; nothing is ever placed. At once and on threads alike.
+  for (std::size_t blocks : {std::size_t{80}, loop_plan::kLayoutThreadBlocks + 100}) {
+    INFO("blocks " << blocks);
+    const step_shape refused = random_step(21, blocks);
+    const step_shape other = random_step(5, 40);
+    both_ways plans(0.0, 0.0);
+    for (loop_plan* plan : {&plans.at_once, &plans.threaded}) {
+      const drive_result first = drive(*plan, refused, 5);
+      REQUIRE(plan->counters().plans_built == 0);  // the case needs a layout wider than the peak
+      CHECK(plan->counters().plans_rejected >= 1);
+      CHECK(first.planned_allocations == 0);
+      CHECK(plan->planning_failed());
+      CHECK_FALSE(plan->active());
+      drive(*plan, other, 3, 0);  // no page moves: never a candidate
+      CHECK_FALSE(plan->planning_failed());
+      const drive_result again = drive(*plan, refused, 4);
+      CHECK(again.planned_allocations == 0);
+      CHECK(plan->planning_failed());
+      CHECK(plan->counters().plans_built == 0);
+    }
+  }
+}
+
 TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops the layout", "[loop_plan]") {
   const step_shape shape = random_step(5, loop_plan::kLayoutThreadBlocks + 100);
   // Two steps and a few events: the step has been found, its layout is under way.
