@@ -186,6 +186,10 @@ std::optional<std::size_t> loop_plan::planned_offset(std::size_t size_bytes, str
   return static_cast<std::size_t>(expected.offset_bytes);
 }
 
+bool loop_plan::deviates(std::size_t size_bytes, stream_id stream) const noexcept {
+  return placing_ && !(plan_[phase_].token == loop_token{size_bytes, 0, stream});
+}
+
 std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
                                            std::int64_t churn_bytes) noexcept {
   const std::uint64_t sequence = next_sequence_++;

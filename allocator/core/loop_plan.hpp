@@ -96,7 +96,12 @@ namespace fragless::core {
 //  - Deviation: another size or stream, a free out of order, a planned place still in
 //    use or a device failure abandons the plan: the request is placed as usual, the
 //    range returns to ordinary placement at once (its live blocks stay where they are)
-//    and recording starts again. Afterwards only a longer step is planned -- a layer
+//    and recording starts again. A deviating allocation abandons the plan before it is
+//    placed: placed while the range was still held, it could neither use the range's
+//    free address space nor move its cached pages (Note [Page moves]), and got new pages
+//    beside the range, which stayed reserved (corpus quantized-attention, where a plan
+//    over one batch's layers ends at the next batch: seed 403 1.63x the live peak, 1.14x
+//    now; docs/compaction.md). Afterwards only a longer step is planned -- a layer
 //    inside a step repeats too, and must not win over the step -- until a whole log
 //    (kMaxLogTokens) passes without a plan. Before any plan, steps of kMinStepTokens
 //    (four allocations and their frees) and more are planned: a short loop (a decode step
@@ -163,6 +168,9 @@ class loop_plan {
   // Hot for planned loops: the offset (from the plan's base) the next allocation gets if it
   // is the one the active plan expects; nullopt otherwise.
   std::optional<std::size_t> planned_offset(std::size_t size_bytes, stream_id stream) const noexcept;
+  // While the plan places blocks: an allocation of this size and stream is not the one it
+  // expects next (a deviation; the caller abandons the plan before placing it).
+  bool deviates(std::size_t size_bytes, stream_id stream) const noexcept;
   // Records an allocation made in the shared range; `planned`: it was placed at its
   // planned offset. `churn_bytes`: the pool's churn so far -- pages moved, or created past
   // the move budget, in bytes. Returns the allocation's sequence number, which

@@ -107,6 +107,11 @@ backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std
                                      std::size_t* placed_bytes) noexcept {
   try {
     if (placed_bytes != nullptr) *placed_bytes = size_bytes;
+    // Note [Loop plans]: a deviation abandons the plan before the request is placed.
+    if (unplanned_scopes_ == 0 && plan_.deviates(size_bytes, stream)) {
+      plan_.abandon("another allocation");
+      after_plan_event();
+    }
     // Note [Loop plans]: a huge request the plan places goes to its planned place.
     auto plan_places = [&] { return unplanned_scopes_ == 0 && plan_.planned_offset(size_bytes, stream).has_value(); };
     if (size_bytes >= settings_.conf.dedicated_mapping_threshold_bytes && !plan_places() &&

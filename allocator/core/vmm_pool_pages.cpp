@@ -118,7 +118,12 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
       after_plan_event();
       return result;
     }
-    if (planned) *address = plan_base_ + *offset;
+    if (planned) {
+      *address = plan_base_ + *offset;
+    } else {  // Note [Loop plans]: a deviation abandons the plan before the request is placed
+      plan_.abandon("the planned place was not usable");
+      after_plan_event();
+    }
   }
   if (!planned) {
     auto placement = choose_placement(size_bytes);
