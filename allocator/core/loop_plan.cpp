@@ -275,31 +275,24 @@ void loop_plan::reject() noexcept {
 
 void loop_plan::abandon(const char* reason) noexcept {
   cancel_layout();  // Note [Layout threads]
-  if (active_ && refused_) {
-    // Note [Move budget]: the refused loop ended; the log, which went on beside it, goes on.
-    if (log_enabled(log_level::debug))
-      log_message(log_level::debug, std::string("loop plan: left the refused step at event ") + std::to_string(phase_) +
-                                        " of " + std::to_string(plan_.size()) + ": " + reason);
-    active_ = false;
-    refused_ = false;
-    pending_ = false;
-    placing_ = false;
-    plan_.clear();
-    return;
-  }
+  // Note [Move budget]: leaving a refused step ends its loop's budget; the log, which went
+  // on beside it, goes on, and the step may be found and followed again.
+  const bool refused = refused_;
   if (active_) {
     if (placing_) ++counters_.plans_abandoned;
     // Not a failure of planning (Note [Move budget]): the loop it planned has ended.
-    min_step_tokens_ = std::max(min_step_tokens_, plan_.size() + 1);
+    if (!refused) min_step_tokens_ = std::max(min_step_tokens_, plan_.size() + 1);
     if (log_enabled(log_level::debug))
-      log_message(log_level::debug, std::string("loop plan abandoned at step event ") + std::to_string(phase_) +
-                                        " of " + std::to_string(plan_.size()) + ": " + reason);
+      log_message(log_level::debug, std::string(refused ? "loop plan: left the refused step at event "
+                                                         : "loop plan abandoned at step event ") +
+                                        std::to_string(phase_) + " of " + std::to_string(plan_.size()) + ": " + reason);
   }
   active_ = false;
+  refused_ = false;
   pending_ = false;
   placing_ = false;
   plan_.clear();
-  clear_log();
+  if (!refused) clear_log();
 }
 
 void loop_plan::clear_log() noexcept {

@@ -92,10 +92,9 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
 // moves pages at each change, and budgeted from its first refused step on, it created
 // them instead, phase after phase (corpus quantized-attention 1.067x the ideal then,
 // 1.036x now; an abandoned plan counted as a failure too: 1.093x; docs/compaction.md).
-// Creating a page costs two calls once
-// (cuMemCreate, cuMemMap) and the page stays; a move costs two calls every time. So moving
-// may at most double what creating cost; past that a missing page is created, and each
-// creation buys one more move. A churning loop thus creates about half of what it keeps
+// Creating a page costs two calls once (cuMemCreate, cuMemMap) and the page stays; a
+// move costs two calls every time. So moving may at most double what creating cost; past
+// that a missing page is created, and each creation buys one more move. A churning loop thus creates about half of what it keeps
 // lacking in each step past the budget, until its step's pages stay mapped and it makes
 // no call; reserved memory settles at most at the pages the step touches over time -- the
 // end state of page_moves:false, reached only by loops that churn and that no plan fits.
