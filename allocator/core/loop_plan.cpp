@@ -145,12 +145,11 @@ void loop_plan::remember_rejection(std::pair<std::uint64_t, std::size_t> step) n
 // placed, and the log goes on.
 void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end) noexcept {
   try {
-    plan_.assign(step_end - step_begin, planned_token{});
+    load_step(step_begin, step_end);
   } catch (...) {
     plan_.clear();
     return;  // no host memory: the loop is not followed, and not budgeted
   }
-  for (std::size_t phase = 0; phase < plan_.size(); ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
   active_ = true;
   refused_ = true;
   pending_ = false;
@@ -158,6 +157,11 @@ void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end) noe
   postponed_ = false;
   phase_ = 0;
   span_bytes_ = 0;
+}
+
+void loop_plan::load_step(std::size_t step_begin, std::size_t step_end) {
+  plan_.assign(step_end - step_begin, planned_token{});
+  for (std::size_t phase = 0; phase < plan_.size(); ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
 }
 
 void loop_plan::drop_plan() noexcept {
@@ -190,17 +194,13 @@ bool loop_plan::deviates(std::size_t size_bytes, stream_id stream) const noexcep
   return placing_ && !(plan_[phase_].token == loop_token{size_bytes, 0, stream});
 }
 
-std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
-                                           std::int64_t churn_bytes) noexcept {
+std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, std::int64_t churn_bytes) noexcept {
   const std::uint64_t sequence = next_sequence_++;
   if (!enabled_) return sequence;
   latest_churn_bytes_ = churn_bytes;
   const loop_token token{size_bytes, 0, stream};
   if (active_) {
-    // A request the plan placed elsewhere (its planned place was still in use) is a deviation.
-    const bool expected_planned = placing_ && plan_[phase_].offset_bytes >= 0 && plan_[phase_].token == token;
-    if (expected_planned && !planned) abandon("the planned place was not usable");
-    else follow(token);
+    follow(token);
     // Note [Layout threads]: recorded meanwhile; Note [Move budget]: and beside a refused step.
     if (active_ && layout_ == nullptr && !refused_) return sequence;
   }
@@ -462,8 +462,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   job->started_ns = now_ns();
   for (step_block& block : job->blocks) block.from_start = (block.first_begin + step_tokens - start_phase) % step_tokens;
   start_phase_ = start_phase;
-  plan_.assign(step_tokens, planned_token{});
-  for (std::size_t phase = 0; phase < step_tokens; ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
+  load_step(step_begin, step_end);
   span_bytes_ = 0;
   // Note [Layout threads]: a large step is laid out while the loop goes on, up to the event
   // where placing starts (when that is the next one, it is laid out here). The events are

@@ -171,12 +171,12 @@ class loop_plan {
   // While the plan places blocks: an allocation of this size and stream is not the one it
   // expects next (a deviation; the caller abandons the plan before placing it).
   bool deviates(std::size_t size_bytes, stream_id stream) const noexcept;
-  // Records an allocation made in the shared range; `planned`: it was placed at its
-  // planned offset. `churn_bytes`: the pool's churn so far -- pages moved, or created past
-  // the move budget, in bytes. Returns the allocation's sequence number, which
-  // record_release takes back.
-  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, bool planned,
-                                  std::int64_t churn_bytes) noexcept;
+  // Records an allocation of the large pool. A request the plan expected but could not
+  // place at its planned offset was a deviation, and the caller abandoned the plan before
+  // placing it. `churn_bytes`: the pool's churn so far -- pages moved, or created past the
+  // move budget, in bytes. Returns the allocation's sequence number, which record_release
+  // takes back.
+  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, std::int64_t churn_bytes) noexcept;
   void record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept;
 
   // A plan that reached its first planned event and waits for its address range.
@@ -233,6 +233,8 @@ class loop_plan {
   const char* take_layout(const layout_job& job) noexcept;
   // Leaves the plan before it placed anything; recording starts again.
   void drop_plan() noexcept;
+  // The plan's tokens: those of log positions [step_begin, step_end), no offsets yet.
+  void load_step(std::size_t step_begin, std::size_t step_end);
   // Note [Move budget]: a step whose layout was too wide is not laid out again, and the
   // loop is followed along it, placing nothing, while it keeps to it.
   void remember_rejection(std::pair<std::uint64_t, std::size_t> step) noexcept;

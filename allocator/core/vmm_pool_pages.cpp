@@ -137,7 +137,7 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     if (result != backend::status::ok) return result;
     *address = block_address;
   }
-  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, planned, churn_bytes()) : 0;
+  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, churn_bytes()) : 0;
   try {
     placed_blocks_.emplace(*address, placed_block{size_bytes, sequence});
   } catch (...) {

@@ -83,7 +83,7 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
         result.first_planned_step = std::min(result.first_planned_step, step);
       }
       if (index == 0 && step < moving_steps) churn_bytes += churn_per_step_bytes;
-      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], offset.has_value(), churn_bytes);
+      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], churn_bytes);
       start_if_pending();
       for (std::size_t freed : shape.frees_after[index]) {
         if (offsets[freed] >= 0) planned_live.erase(static_cast<std::size_t>(offsets[freed]));
@@ -236,7 +236,7 @@ TEST_CASE("a deviation abandons the plan, planning has not failed, and only a lo
   drive(plan, shape, 4);
   REQUIRE(plan.active());
   // Another size where the plan expects its first allocation.
-  plan.record_allocation(123 * 512, nullptr, false, 1000);
+  plan.record_allocation(123 * 512, nullptr, 1000);
   CHECK_FALSE(plan.active());
   CHECK(plan.counters().plans_abandoned == 1);
   // The loop it planned ended; that is no failure of planning (Note [Move budget]).
@@ -361,7 +361,7 @@ TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops 
     std::vector<std::uint64_t> sequences(shape.sizes.size());
     for (std::size_t step = 0; step < 2 && !plan.layout_under_way(); ++step)
       for (std::size_t index = 0; index < shape.sizes.size() && !plan.layout_under_way(); ++index) {
-        sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], false, 1 + step);
+        sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], 1 + step);
         for (std::size_t freed : shape.frees_after[index]) plan.record_release(sequences[freed], 1 + step);
       }
   };
@@ -370,7 +370,7 @@ TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops 
   drive_until_under_way(deviated);
   REQUIRE(deviated.layout_under_way());
   CHECK_FALSE(deviated.active());  // nothing placed before the layout is taken
-  deviated.record_allocation(123 * 512, nullptr, false, 1000);  // a size the step never asks for
+  deviated.record_allocation(123 * 512, nullptr, 1000);  // a size the step never asks for
   CHECK_FALSE(deviated.layout_under_way());
   CHECK_FALSE(deviated.active());
   CHECK(deviated.counters().plans_built == 0);
