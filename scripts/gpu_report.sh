@@ -8,9 +8,12 @@
 #   3. the acceptance suite (tests/gpu, pytest)
 #   4. a sample of the generated corpus, every peer            -> corpus.json
 #   5. the built-in workloads, every peer                      -> builtin.json
-#   6. the training comparison (tests/gpu/compare.py)          -> compare.json, compare.svg
+#   6. the shared traces replayed on simcuda on this machine's processor, every peer: set
+#      beside step 2, it tells the real device calls' host cost from the processor's speed
+#                                                                -> traces_simcuda.json
 #   7. the shared traces' longest allocator calls, with host work between events, loop-plan
 #      layouts on threads and not                                -> longest_calls.csv
+#   8. the training comparison (tests/gpu/compare.py)          -> compare.json, compare.svg
 # Everything printed goes to OUT_DIR/log.txt too; each step ends with one line
 # "== NAME: passed|failed (rc N)|timed out in S s". A failed step does not stop the rest.
 #
@@ -89,7 +92,7 @@ configure_and_build() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAGLESS_BUILD_TESTS=OFF \
     -DFRAGLESS_TORCH_DIR="$torch_dir" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; return 1; }
   cmake --build "$build" -j "$(nproc)" --target fragless fragless_torch fragless_preload fragless-bench \
-    fragless_bench_counting
+    fragless_bench_counting simcuda_runtime simcuda_driver simcuda_nvml
 }
 mkdir -p "$(dirname "$build")"
 step build 600 configure_and_build
@@ -112,6 +115,22 @@ step "corpus sample" 300 "$bench" corpus --seeds "$corpus_seeds" --repetitions 5
 
 step "built-in workloads" 200 "$bench" builtin --allocators "$peers" --repetitions 3 --json "$out/builtin.json"
 
+# The same replay as step 2 on simcuda, on the same processor: host ns per operation there
+# against step 2's separate what the real driver's calls cost from what the processor does.
+simcuda_replay() {
+  LD_LIBRARY_PATH="$build/simcuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$build/bench/fragless-bench" replay \
+    --traces "$traces" --allocators fragless,pytorch,pytorch-expandable --repetitions 5 --no-table \
+    --json "$out/traces_simcuda.json"
+}
+export traces
+step "shared traces on simcuda" 120 simcuda_replay
+
+# Note [Layout threads], Note [Host work]: the longest single allocator call with 5 us of
+# host work before each event, laid out on threads and on the allocating thread.
+step "longest calls" 150 "$bench" replay --traces "$traces" --allocators fragless \
+  --conf sync=loop_plan_threads:false --repetitions 5 --host-work-ns 5000 --no-table \
+  --csv "$out/longest_calls.csv"
+
 compare_and_copy() {
   "$python" tests/gpu/run.py --compare --workloads gpt2-train,resnet50-train,gpt2-generate \
     --modes pytorch,expandable,install --repetitions 1 --out "$build/gpu-compare" || return
@@ -119,12 +138,6 @@ compare_and_copy() {
   cp "$build/gpu-compare/peak-memory.svg" "$out/compare.svg"
 }
 step "training comparison" 400 compare_and_copy
-
-# Note [Layout threads], Note [Host work]: the longest single allocator call with 5 us of
-# host work before each event, laid out on threads and on the allocating thread.
-step "longest calls" 150 "$bench" replay --traces "$traces" --allocators fragless \
-  --conf sync=loop_plan_threads:false --repetitions 5 --host-work-ns 5000 --no-table \
-  --csv "$out/longest_calls.csv"
 
 echo "== gpu_report: $failures step(s) failed or timed out; outputs in $out"
 exit $((failures > 0))
