@@ -127,6 +127,7 @@ bool loop_plan::finish_layout() noexcept {
   ++counters_.plans_rejected;
   remember_rejection(job->step);
   refused_ = true;
+  refused_layout_ = true;  // Note [Refused layouts]: take_layout kept its offsets
   pending_ = false;
   return false;
 }
@@ -142,16 +143,21 @@ void loop_plan::remember_rejection(std::pair<std::uint64_t, std::size_t> step) n
 
 // Note [Move budget]: the loop keeps to a step whose layout was too wide; its events are
 // compared with the step (the tokens of log positions [step_begin, step_end)), nothing is
-// placed, and the log goes on.
-void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end) noexcept {
-  try {
-    load_step(step_begin, step_end);
-  } catch (...) {
-    plan_.clear();
-    return;  // no host memory: the loop is not followed, and not budgeted
+// placed, and the log goes on. Note [Refused layouts]: the layout is kept when the step was
+// just laid out; a step found again is followed without it.
+void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end, bool with_layout) noexcept {
+  if (!with_layout) {
+    try {
+      load_step(step_begin, step_end);
+    } catch (...) {
+      plan_.clear();
+      refused_layout_ = false;
+      return;  // no host memory: the loop is not followed, and not budgeted
+    }
   }
   active_ = true;
   refused_ = true;
+  refused_layout_ = with_layout;
   pending_ = false;
   placing_ = false;
   postponed_ = false;
@@ -164,9 +170,26 @@ void loop_plan::load_step(std::size_t step_begin, std::size_t step_end) {
   for (std::size_t phase = 0; phase < plan_.size(); ++phase) plan_[phase] = {log_[step_begin + phase].token, -1};
 }
 
+// Note [Refused layouts]
+void loop_plan::take_refused_layout() noexcept {
+  refused_ = false;
+  refused_layout_ = false;
+  span_bytes_ = refused_span_bytes_;
+  postponed_ = false;
+  // The memory is there (the caller checked): the hand-over is not weighed against one
+  // step's churn.
+  moving_steps_seen_ = kMovingStepsBeforeCostlyHandOver;
+  pending_ = true;
+  if (log_enabled(log_level::debug))
+    log_message(log_level::debug, "loop plan: the refused step of " + std::to_string(plan_.size()) +
+                                      " events is planned: reserved memory holds its layout, span " +
+                                      std::to_string(span_bytes_) + " bytes");
+}
+
 void loop_plan::drop_plan() noexcept {
   active_ = false;
   refused_ = false;
+  refused_layout_ = false;
   pending_ = false;
   placing_ = false;
   plan_.clear();
@@ -268,6 +291,7 @@ void loop_plan::reject() noexcept {
   planning_failed_ = true;
   active_ = false;
   refused_ = false;
+  refused_layout_ = false;
   pending_ = false;
   plan_.clear();
   clear_log();
@@ -289,6 +313,7 @@ void loop_plan::abandon(const char* reason) noexcept {
   }
   active_ = false;
   refused_ = false;
+  refused_layout_ = false;
   pending_ = false;
   placing_ = false;
   plan_.clear();
@@ -359,7 +384,7 @@ void loop_plan::look_for_step() {
   ++moving_steps_;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) {
-    if (!active_) follow_refused(previous + 1, newest + 1);  // Note [Move budget]
+    if (!active_) follow_refused(previous + 1, newest + 1, false);  // Note [Move budget]
     return;
   }
   const std::int64_t build_start_ns = now_ns();
@@ -380,7 +405,7 @@ void loop_plan::look_for_step() {
     // more of the loop recorded.
     if (rejected == kLayoutTooWide) {
       remember_rejection(step);
-      follow_refused(previous + 1, newest + 1);  // Note [Move budget]
+      follow_refused(previous + 1, newest + 1, true);  // Note [Move budget], Note [Refused layouts]
     }
   }
   if (log_enabled(log_level::debug))
@@ -490,7 +515,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   }
   job->span_bytes = lay_out_narrowest(job->blocks, nullptr, on_threads);
   const char* rejected = take_layout(*job);
-  if (rejected != nullptr) plan_.clear();
+  if (rejected != nullptr && rejected != kLayoutTooWide) plan_.clear();  // Note [Refused layouts]
   return rejected;
 }
 
@@ -502,8 +527,12 @@ const char* loop_plan::take_layout(const layout_job& job) noexcept {
   const bool within_headroom = static_cast<double>(span) <= peak * (1.0 + headroom_);
   const bool paid_by_churn = static_cast<double>(span) <= peak * (1.0 + churn_headroom_) &&
                              span - std::min(span, job.peak_bytes) <= job.churn_bytes;
-  if (!within_headroom && !paid_by_churn) return kLayoutTooWide;
   for (const step_block& block : job.blocks) plan_[block.phase].offset_bytes = static_cast<std::int64_t>(block.offset_bytes);
+  if (!within_headroom && !paid_by_churn) {
+    // Note [Refused layouts]: kept (placing nothing) until the move budget has paid for it.
+    refused_span_bytes_ = span;
+    return kLayoutTooWide;
+  }
   span_bytes_ = span;
   return nullptr;
 }

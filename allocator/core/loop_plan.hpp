@@ -114,7 +114,9 @@ namespace fragless::core {
 //    budgeted (Note [Move budget]). A step whose layout was too wide is followed as a plan
 //    is, placing nothing, and planning counts as failed while the program keeps to it:
 //    when it leaves the step, that loop has ended, and the budget with it (the step is
-//    followed again if found again, and not laid out again). An abandoned plan is no
+//    followed again if found again, and not laid out again). The refused layout is kept,
+//    and taken once reserved memory holds it (Note [Refused layouts] in
+//    vmm_pool_plans.cpp): the budget does not create past it. An abandoned plan is no
 //    failure either: the loop it planned ended (a phase of the program, or a layer taken
 //    for the step), which says nothing of whether the next loop can be planned.
 // Where it costs: recording is a hash-table insert per large event while no plan is
@@ -204,6 +206,13 @@ class loop_plan {
   // layout was too wide, or a plan found no address range, or a whole log passed without
   // a plan (or plans are off). An abandoned plan is none of these.
   bool planning_failed() const noexcept { return !enabled_ || planning_failed_ || refused_; }
+  // Note [Refused layouts]: the program keeps to a step refused as too wide, whose layout
+  // is kept; its span; whether the step is at the event where placing would start.
+  bool refused_layout_kept() const noexcept { return refused_ && refused_layout_; }
+  std::size_t refused_span_bytes() const noexcept { return refused_span_bytes_; }
+  bool at_step_start() const noexcept { return active_ && phase_ == start_phase_; }
+  // Note [Refused layouts]: the refused step becomes a pending plan with its kept layout.
+  void take_refused_layout() noexcept;
 
  private:
   struct logged_token {
@@ -238,11 +247,15 @@ class loop_plan {
   // Note [Move budget]: a step whose layout was too wide is not laid out again, and the
   // loop is followed along it, placing nothing, while it keeps to it.
   void remember_rejection(std::pair<std::uint64_t, std::size_t> step) noexcept;
-  void follow_refused(std::size_t step_begin, std::size_t step_end) noexcept;
+  // `with_layout`: plan_ already holds the step with its too-wide layout's offsets.
+  void follow_refused(std::size_t step_begin, std::size_t step_end, bool with_layout) noexcept;
 
   bool enabled_ = false;
   bool planning_failed_ = false;  // Note [Move budget]: for good
   bool refused_ = false;          // Note [Move budget]: following a step refused as too wide
+  // Note [Refused layouts]: plan_ holds the refused step's layout, of this span.
+  bool refused_layout_ = false;
+  std::size_t refused_span_bytes_ = 0;
   const double headroom_;
   const double churn_headroom_;
   const bool layout_threads_;           // Note [Layout threads]

@@ -93,8 +93,17 @@ class vmm_pool final : public large_pool {
   // planned event, or dissolves the range of one just abandoned.
   // A pending plan first asks its owner for the empty slabs (room_given() starts it).
   void after_plan_event() noexcept {
+    weigh_refused_layout();
     if (plan_.plan_pending()) plan_wants_room_ = true;
     if (plan_range_bytes_ != 0 && !plan_.active()) dissolve_plan_range();
+  }
+  // Note [Refused layouts]: takes a refused step's kept layout at the step's start when
+  // reserved memory holds it, else sets what reserved memory must reach to hold it.
+  void weigh_refused_layout() noexcept;
+  // Note [Refused layouts]: reserved memory has reached what the refused layout needs.
+  bool refused_layout_covered() const noexcept {
+    return refused_layout_target_bytes_ != 0 && plan_.refused_layout_kept() &&
+           reserved_bytes() >= refused_layout_target_bytes_;
   }
   // Note [Loop plans]: records a block served by the dedicated or stitched mapping at `base`.
   void record_mapping_allocation(std::uintptr_t base, std::size_t size_bytes, stream_id stream) noexcept;
@@ -203,6 +212,16 @@ class vmm_pool final : public large_pool {
   std::uintptr_t plan_base_ = 0;
   std::size_t plan_range_bytes_ = 0;  // 0: no range
   bool plan_wants_room_ = false;      // waiting for the owner's empty slabs
+  // Note [Refused layouts]: reserved bytes that hold the refused layout beside what else is
+  // live at the step's start; 0 when no refused layout is kept.
+  std::size_t refused_layout_target_bytes_ = 0;
+  std::size_t refused_held_at_start_bytes_ = 0;  // what live blocks held at the step's start
+  // Note [Refused layouts]: live bytes of blocks no plan sees (slabs, the exact start's
+  // small blocks), and their highest since the refused step last started.
+  std::size_t unrecorded_live_bytes_ = 0;
+  std::size_t unrecorded_high_water_bytes_ = 0;
+  std::size_t unrecorded_at_start_bytes_ = 0;     // live at the refused step's last start
+  std::size_t unrecorded_step_growth_bytes_ = 0;  // their growth over the last whole step
   std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
   // Note [Dedicated mappings], Note [Stitching]: base -> mapping.
   struct dedicated_mapping {

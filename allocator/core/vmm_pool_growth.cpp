@@ -4,8 +4,9 @@
 // Invariant: reserved memory passes its high-water mark only while no idle cached
 // dedicated or stitched mapping is left; once loop planning has failed, a page is moved by
 // choice (past the growth allowance, not for a loop plan, not under the reserved limit)
-// only while the pool has moved fewer pages by choice than it created (page_move_budget).
-// Not thread-safe: the device cache holds the device lock around every call.
+// only while the pool has moved fewer pages by choice than it created (page_move_budget),
+// or, for a loop whose refused layout is kept, once reserved memory holds that layout
+// (Note [Refused layouts], take_chunk). Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 #include "core/size_classes.hpp"
 
@@ -99,7 +100,9 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
 // no call; reserved memory settles at most at the pages the step touches over time -- the
 // end state of page_moves:false, reached only by loops that churn and that no plan fits.
 // A workload that moves rarely (a shrinking phase, a one-off peak) keeps moving, and with
-// it the lowest reserved memory. Moves that are not a choice ignore the budget: those
+// it the lowest reserved memory. For a loop whose refused layout is kept, the budget stops
+// creating where reserved memory holds that layout, which is then taken (Note [Refused
+// layouts] in vmm_pool_plans.cpp). Moves that are not a choice ignore the budget: those
 // under the reserved limit or after the device refused a page count against it; a loop
 // plan's do not count at all -- they are the plan's one-off cost of laying its step out
 // (a hand-over moves the loop's whole working set), bounded because only a longer step is

@@ -138,6 +138,10 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     *address = block_address;
   }
   const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, churn_bytes()) : 0;
+  if (!recorded) {  // Note [Refused layouts]
+    unrecorded_live_bytes_ += size_bytes;
+    unrecorded_high_water_bytes_ = std::max(unrecorded_high_water_bytes_, unrecorded_live_bytes_);
+  }
   try {
     placed_blocks_.emplace(*address, placed_block{size_bytes, sequence});
   } catch (...) {
@@ -308,7 +312,14 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   backend::status created = backend::status::out_of_memory;
   // Note [Move budget]: past the allowance, a move must also be paid for by pages created.
   const bool within_allowance = !settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages();
-  const bool over_budget = !move_first && !within_allowance && !move_within_budget();
+  bool over_budget = !move_first && !within_allowance && !move_within_budget();
+  // Note [Refused layouts]: the budget would create for a loop whose refused layout is kept;
+  // once reserved memory holds that layout, the page is moved instead, as the layout's cost.
+  bool layout_move = false;
+  if (over_budget && plan_.refused_layout_kept()) {
+    layout_move = refused_layout_covered();
+    over_budget = !layout_move;
+  }
   const bool create_first = !move_first && (within_allowance || over_budget);
   const std::size_t create_pages = std::min(run_pages, chunk_cap_pages(whole_run_pages));
   if (create_first) make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
@@ -321,8 +332,10 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   }
   // The device refused (or the limit did): a move is the only way left.
   if (take_cached_chunk(at, run_pages, whole_run_pages, first, end, handle, chunk_pages)) {
-    // Note [Move budget]: a loop plan's moves are the plan's cost, not a choice.
-    if (!move_first) pages_moved_ += static_cast<std::int64_t>(std::min(*chunk_pages, run_pages));
+    // Note [Move budget]: a loop plan's moves are the plan's cost, not a choice; so are the
+    // moves of a loop whose refused layout the budget has paid for (Note [Refused layouts]).
+    if (!move_first && !layout_move)
+      pages_moved_ += static_cast<std::int64_t>(std::min(*chunk_pages, run_pages));
     return backend::status::ok;
   }
   if (create_first) return created;  // no second create after a refusal

@@ -1,9 +1,12 @@
 // The large pool's side of loop plans: the plan's address range (over the most cached free
 // pages there are, so the loop's own pages serve it) and placing blocks at their planned
-// offsets (Note [Loop plans] in loop_plan.hpp).
+// offsets (Note [Loop plans] in loop_plan.hpp); when a refused step's kept layout is taken
+// (Note [Refused layouts]).
 // Invariant: the plan's range is one free-index segment of its own (kPlanSegmentId), so
 // ordinary placement and coalescing never cross its edges; it exists only while the plan
-// places blocks (an abandoned plan's range returns to segment 0 at once).
+// places blocks (an abandoned plan's range returns to segment 0 at once). A refused layout
+// is taken only at its step's start, with the move budget spent and reserved memory
+// holding it beside the live blocks and the step's unplanned blocks.
 // The device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 #include "core/size_classes.hpp"
@@ -108,6 +111,79 @@ void vmm_pool::start_plan() noexcept {
   plan_base_ = base;
   plan_range_bytes_ = span_bytes;
   plan_.activate();
+}
+
+// Note [Refused layouts]
+// A step whose layout is too wide (Note [Loop plans]) is refused because the layout would
+// hold more memory than the loop costs without a plan, and the move budget (Note [Move
+// budget]) then lets the loop create what it keeps lacking. But the budget does not stop at
+// the layout's width: where a whole program repeats as one step, it created up to 1.38x
+// the live peak for steps whose refused layout spanned 1.12x (corpus quantized-attention
+// seeds 180 and 907; many-streams seed 396: 1.43x for a layout of 1.10x), and what it has
+// created is the peak. So the layout is kept with the refusal (a step found again after the
+// program left it is followed without one, as it is not laid out again), and reserved
+// memory decides:
+//  - at each start of the refused step (the event where its placing would start), when the
+//    budget is spent -- the next page a block lacks would be created -- and the memory no
+//    live block holds (cached free pages, idle mappings, and growth up to the high-water
+//    mark, which sets no new peak) holds the layout, the step becomes a plan with that
+//    layout and hands over as any plan does (Note [Loop plans]), moving its pages in;
+//  - otherwise the pool notes what reserved memory must reach for that: what live blocks
+//    held at the step's start plus what the layout needs. While the program keeps to the
+//    step, the budget creates no page past it: a missing page is moved instead (the
+//    layout's cost, not charged to the budget, as a plan's moves are not), and at the next
+//    start the layout fits.
+// What the layout needs is its span and, beside it, room for the step's blocks that no
+// plan places (slabs and the exact start's small blocks, Note [Exact start]): what they
+// grew by over a step since the step was found. Without that room a layout as wide as the
+// free memory was taken, those blocks took a new page beside it, and its map and unmap were
+// made every pass (kv-cache-eviction seed 37, 13 seeds of that family).
+// So reserved memory ends near the lower of the budget's end state (it settles below the
+// layout's memory, which is then never taken) and the layout's. Corpus, 1,000 seeds a
+// family, five repetitions, fragless alone: many-streams 1.0437x -> 1.0410x the ideal,
+// kv-cache-eviction 1.0678x -> 1.0638x, quantized-attention 1.0302x -> 1.0292x (103 seeds
+// better by more than 1 %, one worse: kv seed 426 1.054x -> 1.071x; many-streams seed 396
+// 1.431x -> 1.105x); the eight other families the same to the seed. The hand-over falls a
+// step or two after the refusal, so 37 more seeds make calls in the fifth pass (fifth-pass
+// calls 22,338 -> 25,290), settling to none by the sixth or seventh. Taking the layout at
+// the refusal itself when the budget would create its memory within a step (at half the
+// step's churn) settled those a pass earlier, but took layouts the budget would have
+// stayed below: 66 kv-cache-eviction seeds worse. docs/compaction.md has the figures.
+void vmm_pool::weigh_refused_layout() noexcept {
+  if (!plan_.refused_layout_kept()) {
+    refused_layout_target_bytes_ = 0;
+    // Measured from the step's discovery on (a plan follows it from there).
+    if (!plan_.active()) {
+      unrecorded_high_water_bytes_ = unrecorded_at_start_bytes_ = unrecorded_live_bytes_;
+      unrecorded_step_growth_bytes_ = 0;
+    }
+    return;
+  }
+  const std::size_t page_bytes = pages_.page_bytes();
+  // Beside the layout, the step's blocks that no plan places need what they grew by in the
+  // last step, or in this one so far.
+  const std::size_t growth_bytes = std::max(
+      unrecorded_step_growth_bytes_, unrecorded_high_water_bytes_ - std::min(unrecorded_high_water_bytes_, unrecorded_at_start_bytes_));
+  const std::size_t needed_bytes = round_up(plan_.refused_span_bytes(), page_bytes) + round_up(growth_bytes, page_bytes);
+  const std::size_t reserved = reserved_bytes();
+  const std::size_t free_bytes = pages_.cached_free_pages().size() * page_bytes + dedicated_cached_bytes_;
+  if (plan_.at_step_start()) {
+    refused_held_at_start_bytes_ = reserved - std::min(reserved, free_bytes);
+    unrecorded_step_growth_bytes_ = growth_bytes;
+    unrecorded_high_water_bytes_ = unrecorded_at_start_bytes_ = unrecorded_live_bytes_;
+    // Reserved memory no live block holds (cached free pages, idle mappings), and growth
+    // up to the high-water mark, which sets no new peak.
+    const std::size_t room_bytes = free_bytes + (reserved_high_water_bytes_ - std::min(reserved_high_water_bytes_, reserved));
+    // The budget is spent: the next page a block lacks would be created, not moved.
+    if (!move_within_budget() && room_bytes >= needed_bytes) {
+      refused_layout_target_bytes_ = 0;
+      plan_.take_refused_layout();
+      return;
+    }
+  } else if (refused_layout_target_bytes_ == 0) {
+    refused_held_at_start_bytes_ = reserved - std::min(reserved, free_bytes);  // refused mid-step: a first bound
+  }
+  refused_layout_target_bytes_ = refused_held_at_start_bytes_ + needed_bytes;
 }
 
 void vmm_pool::dissolve_plan_range() noexcept {

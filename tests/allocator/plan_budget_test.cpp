@@ -6,7 +6,9 @@
 //  - a chunk larger than a planned block's run may land with its surplus on the plan's
 //    next pages, so a chunked replay follows its plans without growing past them;
 //  - a churning loop whose layout is a few percent wide is planned rather than left to the
-//    move budget (loop_plan_churn_headroom).
+//    move budget (loop_plan_churn_headroom);
+//  - a layout refused as too wide is kept, and taken once reserved memory holds it beside
+//    the blocks no plan places (Note [Refused layouts]).
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -145,4 +147,36 @@ TEST_CASE("with physical chunks a loop plan takes the loop's chunks, surplus and
 TEST_CASE("a churning loop whose layout is a few percent wide is planned", "[growth][loop_plans]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("many-streams", 22);
   check_planned_replay(replay(core::cache_settings{}, workload, 5), 1.10);
+}
+
+// Note [Refused layouts]: quantized-attention seed 180's whole pass becomes its step, whose
+// narrowest layout spans 1.12x the step's peak and is refused as too wide; the move budget
+// then created up to 1.38x the live peak. The layout is kept with the refusal, the budget
+// creates no more than the layout needs, and the step is planned once reserved memory
+// holds it.
+TEST_CASE("a refused layout is taken once reserved memory holds it", "[loop_plans][move_budget]") {
+  const fragless::traces::trace workload = bench::generate_corpus_workload("quantized-attention", 180);
+  check_planned_replay(replay(core::cache_settings{}, workload, 5), 1.15);
+}
+
+// Note [Refused layouts]: kv-cache-eviction seed 37's step is refused too, and its layout
+// would fit in the memory free at the step's start -- but small blocks no plan places (the
+// exact start's, Note [Exact start]) need pages of their own during the step. Taken without
+// room for them, the layout grew reserved memory by a page, and that page's map and unmap
+// were still made in the fifth pass.
+TEST_CASE("a refused layout leaves room for the blocks no plan places", "[loop_plans][move_budget]") {
+  const fragless::traces::trace workload = bench::generate_corpus_workload("kv-cache-eviction", 37);
+  const replay_result four = replay(core::cache_settings{}, workload, 4);
+  const replay_result five = replay(core::cache_settings{}, workload, 5);
+  CHECK(five.failed == 0);
+  const double over_live =
+      static_cast<double>(five.peak_reserved_bytes) / static_cast<double>(five.peak_live_bytes);
+  INFO("peak reserved / peak live " << over_live);
+  CHECK(five.peak_reserved_bytes <= four.peak_reserved_bytes);
+  auto calls = [](const device_stats& stats) {
+    return stats.num_device_alloc + stats.num_device_free + stats.num_map + stats.num_unmap;
+  };
+  INFO("device calls after four passes " << calls(four.stats) << ", after five " << calls(five.stats));
+  CHECK(calls(five.stats) == calls(four.stats));
+  CHECK(simcuda_race_count() == 0);
 }
