@@ -20,6 +20,8 @@
 
 namespace fragless::core {
 
+struct step_block;  // core/step_layout.hpp
+
 // Note [Loop plans]
 // Best-fit placement decides online, one request at a time. In a loop whose step touches
 // more distinct pages than it holds at its peak (blocks of one step land where the next
@@ -73,9 +75,12 @@ namespace fragless::core {
 //    planned offset, after the usual stream ordering (Note [Stream reuse]) -- a huge one
 //    too, rather than in a mapping of its own: the layout holds the whole step, and the
 //    mappings the step used before become idle and are given back when the range's pages
-//    are made (Note [Growth]). The range lies where it covers the most cached free pages
-//    (the window of its span, inside one free range, holding the most; the top of the
-//    free address space when none holds any), so that it starts on the loop's own pages. Before choosing, the pool has its owner give
+//    are made (Note [Growth]). Only a block the step served from a mapping of its own
+//    and to whose place the layout puts no other block is left out, and keeps its
+//    mapping (Note [Mapped blocks in a plan] in loop_plan.cpp). The range lies where it
+//    covers the most cached free pages (the window of its span, inside one free range,
+//    holding the most; the top of the free address space when none holds any), so that
+//    it starts on the loop's own pages. Before choosing, the pool has its owner give
 //    back the empty slabs the small pool keeps as a cache: best fit put them anywhere, and
 //    between two steps they are often all that is live there, splitting the free space
 //    the range needs. The pages the range lacks are moved in from the loop's old pages; a
@@ -176,9 +181,11 @@ class loop_plan {
   // Records an allocation of the large pool. A request the plan expected but could not
   // place at its planned offset was a deviation, and the caller abandoned the plan before
   // placing it. `churn_bytes`: the pool's churn so far -- pages moved, or created past the
-  // move budget, in bytes. Returns the allocation's sequence number, which record_release
-  // takes back.
-  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, std::int64_t churn_bytes) noexcept;
+  // move budget, in bytes. `own_mapping`: a dedicated or stitched mapping served it, not
+  // the shared range (Note [Mapped blocks in a plan]). Returns the allocation's sequence
+  // number, which record_release takes back.
+  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, std::int64_t churn_bytes,
+                                  bool own_mapping = false) noexcept;
   void record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept;
 
   // A plan that reached its first planned event and waits for its address range.
@@ -219,6 +226,7 @@ class loop_plan {
     loop_token token;
     std::uint64_t sequence;  // allocation: its own; free: the freed block's
     std::int64_t churn_bytes;
+    bool own_mapping = false;  // allocation: served by a mapping of its own
   };
   bool recording(std::int64_t churn_bytes) noexcept;
   void append(const logged_token& entry) noexcept;
@@ -240,6 +248,10 @@ class loop_plan {
   void cancel_layout() noexcept;
   // The plan's offsets and span from a finished layout; the reason when it is not taken.
   const char* take_layout(const layout_job& job) noexcept;
+  // Note [Mapped blocks in a plan]: cuts the places of blocks the step served from
+  // mappings of their own, where the layout puts no other block, out of the plan's offsets
+  // and span; their requests stay expected but are not placed.
+  void leave_out_mapped_blocks(const std::vector<step_block>& blocks) noexcept;
   // Leaves the plan before it placed anything; recording starts again.
   void drop_plan() noexcept;
   // The plan's tokens: those of log positions [step_begin, step_end), no offsets yet.
@@ -253,9 +265,11 @@ class loop_plan {
   bool enabled_ = false;
   bool planning_failed_ = false;  // Note [Move budget]: for good
   bool refused_ = false;          // Note [Move budget]: following a step refused as too wide
-  // Note [Refused layouts]: plan_ holds the refused step's layout, of this span.
+  // Note [Refused layouts]: plan_ holds the refused step's layout: its whole span, and the
+  // span of the blocks it places (Note [Mapped blocks in a plan]).
   bool refused_layout_ = false;
   std::size_t refused_span_bytes_ = 0;
+  std::size_t refused_placed_span_bytes_ = 0;
   const double headroom_;
   const double churn_headroom_;
   const bool layout_threads_;           // Note [Layout threads]
@@ -278,7 +292,10 @@ class loop_plan {
   // The plan: one entry per token of the step.
   struct planned_token {
     loop_token token;
-    std::int64_t offset_bytes;  // allocation: planned offset; free: -1
+    // Allocation: planned offset, or -1 when left out (Note [Mapped blocks in a plan]);
+    // free: -1.
+    std::int64_t offset_bytes;
+    bool own_mapping;  // allocation: the recorded step served it from a mapping of its own
   };
   std::vector<planned_token> plan_;
   std::size_t span_bytes_ = 0;

@@ -170,7 +170,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
 // in the next is the same token in both.
 void vmm_pool::record_mapping_allocation(std::uintptr_t base, std::size_t size_bytes, stream_id stream) noexcept {
   if (unplanned_scopes_ != 0) return;
-  const std::uint64_t sequence = plan_.record_allocation(size_bytes, stream, churn_bytes());
+  const std::uint64_t sequence = plan_.record_allocation(size_bytes, stream, churn_bytes(), true);
   auto at = dedicated_.find(base);
   if (at != dedicated_.end()) at->second.plan_sequence = sequence;
   after_plan_event();

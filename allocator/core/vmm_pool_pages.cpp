@@ -339,14 +339,16 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
     return backend::status::ok;
   }
   if (create_first) return created;  // no second create after a refusal
-  make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
   // Note [Loop plans]: a planned run that no cached chunk fits (each is larger than the
-  // room there) takes the memory of one instead, so that the hand-over does not grow.
+  // room there) takes the memory of one instead, so that the hand-over does not grow --
+  // before the growth rule would give back a cached mapping the step still reuses (Note
+  // [Mapped blocks in a plan]).
   if (move_first && at != SIZE_MAX && in_plan_range(pages_.page_address(at))) {
     backend::physical_handle spare = 0;
     std::size_t spare_pages = 0;
     if (unmap_idle_chunk(first, end, SIZE_MAX, &spare, &spare_pages)) release_handle(spare);
   }
+  make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
   return create_physical_chunk(create_pages, handle, chunk_pages);
 }
 

@@ -1,11 +1,14 @@
 // Loop plans without a device (Note [Loop plans]): a repeating step is found, laid out so
 // that no two blocks live at once overlap, followed, and left on the first deviation; steps
-// that are not closed, or already make no device call, are not planned.
+// that are not closed, or already make no device call, are not planned; a block the step
+// served from a mapping of its own, alone in its place, is left out (Note [Mapped blocks
+// in a plan]).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -389,3 +392,53 @@ TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops 
   CHECK_FALSE(turned_off.layout_under_way());
   CHECK_FALSE(turned_off.active());
 }
+
+// Note [Mapped blocks in a plan]: weights the step served from mappings of their own, live
+// all step, share their place in the layout with no block; a huge block freed early shares
+// its place with the blocks made after it. The first is left out of the plan -- expected in
+// its turn, not placed, the span narrower by its size -- and the second stays in it.
+TEST_CASE("a block served by a mapping of its own and alone in its place is left out of the plan", "[loop_plan]") {
+  constexpr std::size_t gib = std::size_t{1} << 30;
+  const auto stream = reinterpret_cast<stream_id>(std::uintptr_t{1});
+  // 0: weights (3 GiB, a mapping), freed last; 1: a 2 GiB block (a mapping), freed at once;
+  // 2-5: 1 GiB each, freed last but one; 6-45: small blocks, each freed after the next.
+  std::vector<std::size_t> sizes = {3 * gib, 2 * gib, gib, gib, gib, gib};
+  for (std::size_t index = 0; index < 40; ++index) sizes.push_back((1 + index % 7) * 512 * 1024);
+  std::vector<std::vector<std::size_t>> frees_after(sizes.size());
+  frees_after[1] = {1};
+  for (std::size_t index = 6; index + 1 < sizes.size(); ++index) frees_after[index + 1].push_back(index);
+  frees_after.back().insert(frees_after.back().end(), {sizes.size() - 1, 2, 3, 4, 5, 0});
+  loop_plan plan(0.10);
+  plan.set_enabled(true);
+  std::int64_t churn_bytes = 0;
+  std::optional<std::size_t> weights_offset, early_offset;
+  bool placed = false;
+  for (std::size_t step = 0; step < 5; ++step) {
+    std::vector<std::uint64_t> sequences(sizes.size());
+    for (std::size_t index = 0; index < sizes.size(); ++index) {
+      if (plan.active() && index == 0) {
+        placed = true;
+        weights_offset = plan.planned_offset(sizes[0], stream);
+        CHECK_FALSE(plan.deviates(sizes[0], stream));
+      }
+      if (plan.active() && index == 1) early_offset = plan.planned_offset(sizes[1], stream);
+      churn_bytes += index == 2 ? 1 : 0;
+      sequences[index] = plan.record_allocation(sizes[index], stream, churn_bytes, index <= 1);
+      for (std::size_t freed : frees_after[index]) {
+        plan.record_release(sequences[freed], churn_bytes);
+        if (plan.plan_pending()) plan.activate();
+      }
+      if (plan.plan_pending()) plan.activate();
+    }
+  }
+  REQUIRE(placed);
+  CHECK(plan.counters().plans_abandoned == 0);
+  CHECK_FALSE(weights_offset.has_value());
+  CHECK(early_offset.has_value());
+  std::size_t small_peak_bytes = 0;
+  for (std::size_t index = 6; index + 1 < sizes.size(); ++index)
+    small_peak_bytes = std::max(small_peak_bytes, sizes[index] + sizes[index + 1]);
+  // The four 1 GiB blocks and the small ones at their peak: the weights' 3 GiB are not in it.
+  CHECK(plan.plan_span_bytes() <= 4 * gib + small_peak_bytes);
+}
+
