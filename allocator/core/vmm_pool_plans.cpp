@@ -145,10 +145,10 @@ void vmm_pool::start_plan() noexcept {
 // better by more than 1 %, one worse: kv seed 426 1.054x -> 1.071x; many-streams seed 396
 // 1.431x -> 1.105x); the eight other families the same to the seed. The hand-over falls a
 // step or two after the refusal, so 37 more seeds make calls in the fifth pass (fifth-pass
-// calls 22,338 -> 25,290), settling to none by the sixth or seventh. Taking the layout at
-// the refusal itself when the budget would create its memory within a step (at half the
-// step's churn) settled those a pass earlier, but took layouts the budget would have
-// stayed below: 66 kv-cache-eviction seeds worse. docs/compaction.md has the figures.
+// calls 22,338 -> 25,290); five checked make none from the sixth or seventh. Taking the
+// layout at the refusal itself when the budget would create its memory within a step (at
+// half the step's churn) settled those a pass earlier, but took layouts the budget would
+// have stayed below: 66 kv-cache-eviction seeds worse. docs/compaction.md has the figures.
 void vmm_pool::weigh_refused_layout() noexcept {
   if (!plan_.refused_layout_kept()) {
     refused_layout_target_bytes_ = 0;
