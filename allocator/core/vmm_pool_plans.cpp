@@ -166,7 +166,7 @@ void vmm_pool::weigh_refused_layout() noexcept {
       unrecorded_step_growth_bytes_, unrecorded_high_water_bytes_ - std::min(unrecorded_high_water_bytes_, unrecorded_at_start_bytes_));
   const std::size_t needed_bytes = round_up(plan_.refused_span_bytes(), page_bytes) + round_up(growth_bytes, page_bytes);
   const std::size_t reserved = reserved_bytes();
-  const std::size_t free_bytes = pages_.cached_free_pages().size() * page_bytes + dedicated_cached_bytes_;
+  const std::size_t free_bytes = mapped_cached_bytes();
   if (plan_.at_step_start()) {
     refused_held_at_start_bytes_ = reserved - std::min(reserved, free_bytes);
     unrecorded_step_growth_bytes_ = growth_bytes;
