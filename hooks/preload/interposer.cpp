@@ -27,7 +27,10 @@
 // Note [Fork]
 // CUDA cannot be used in a child forked after the parent initialised it. In a forked child
 // every interposed call goes straight to the real function (which reports the real error),
-// so the child never touches a lock another parent thread may have held at fork time.
+// so the child never touches a lock another parent thread may have held at fork time. Nor
+// a function-local static's guard: what the child's fork handler and passthrough check read
+// is made at load, or read without a guard, so that a parent thread making it at fork time
+// cannot leave the child waiting (seen under ThreadSanitizer, which widens that window).
 //
 // Note [Errors through the runtime]
 // The interposer returns the code the real runtime would, and leaves cudaGetLastError() as
@@ -87,9 +90,19 @@ bool passthrough_from_environment() {
                               std::strcmp(value, "True") == 0);
 }
 
+// Note [Passthrough]: read on first use. Not a function-local static: its guard, held by a
+// parent thread at fork time, would hang the child's first call (Note [Fork]); threads
+// that race here each read the environment and store the same answer.
+enum passthrough_setting : int { unread, off, on };
+std::atomic<int> passthrough_from_env{unread};
+
 bool passthrough() {  // Note [Passthrough], and Note [Fork] in a forked child
-  static const bool enabled = passthrough_from_environment();
-  return enabled || in_forked_child.load(std::memory_order_relaxed);
+  int setting = passthrough_from_env.load(std::memory_order_relaxed);
+  if (setting == unread) {
+    setting = passthrough_from_environment() ? on : off;
+    passthrough_from_env.store(setting, std::memory_order_relaxed);
+  }
+  return setting == on || in_forked_child.load(std::memory_order_relaxed);
 }
 
 __attribute__((constructor)) void register_fork_handler() { pthread_atfork(nullptr, nullptr, on_fork_child); }

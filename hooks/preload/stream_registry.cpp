@@ -32,4 +32,11 @@ stream_registry& non_blocking_streams() {
   return *registry;
 }
 
+namespace {
+// Note [Fork] in interposer.cpp: made when the library is loaded. Made on first use, a
+// child forked while another thread of the parent was making it waited forever on the
+// static's guard in its fork handler (which resets the registry).
+__attribute__((constructor)) void make_registry_at_load() { (void)non_blocking_streams(); }
+}  // namespace
+
 }  // namespace fragless::preload

@@ -313,6 +313,14 @@ TEST_CASE("cudaMemGetInfo counts fragless's cached memory as free", "[preload]")
   CHECK(free_bytes == total_bytes - device_used + static_cast<size_t>(now.reserved_bytes - now.allocated_bytes));
 }
 
+// Not in the ThreadSanitizer build: its runtime (GCC 12's) does not make its stack depot
+// fork-safe, so a child forked while a parent thread held the depot's lock hangs at its
+// first host allocation -- which a fork handler (the stats publisher's fresh registry) or
+// any CUDA call of the child makes (seen once in a few thousand forks). ThreadSanitizer did find two real hangs here first (a
+// child waiting on the guard of a function-local static a parent thread was making:
+// Note [Fork] in interposer.cpp, Note [No guarded statics on entry] in simcuda); the test
+// runs in the default and AddressSanitizer builds.
+#if !defined(__SANITIZE_THREAD__)
 TEST_CASE("fork with allocating threads does not hang", "[preload][fork]") {
   require_simcuda_and_preload();
   std::atomic<bool> stop{false};
@@ -360,3 +368,4 @@ TEST_CASE("fork with allocating threads does not hang", "[preload][fork]") {
   stop = true;
   for (auto& worker : workers) worker.join();
 }
+#endif  // !__SANITIZE_THREAD__

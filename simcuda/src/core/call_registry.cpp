@@ -110,6 +110,9 @@ Registry& registry() {
   return *instance;
 }
 
+// Note [No guarded statics on entry]: created at load, before any thread can fork.
+__attribute__((constructor)) void create_registry_at_load() { (void)registry(); }
+
 thread_local int entry_depth = 0;
 
 void busy_wait(uint64_t nanoseconds) {

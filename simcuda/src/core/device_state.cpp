@@ -94,6 +94,12 @@ State& state() {
   return *instance;
 }
 
+namespace {
+// Note [No guarded statics on entry] (entry_scope.h): the state is made when the library is
+// loaded, so no thread can be inside its initializer when another forks.
+__attribute__((constructor)) void create_state_at_load() { (void)state(); }
+}  // namespace
+
 // Note [Host callbacks]
 // Host functions enqueued on a stream (cudaLaunchHostFunc, cudaStreamAddCallback) run when
 // their op completes. Completion happens with the state lock held, and a callback may call

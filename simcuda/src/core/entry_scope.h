@@ -3,9 +3,32 @@
 // so nesting depth is always balanced even on early returns.
 #pragma once
 
+#include <atomic>
+
 #include "core_abi.h"
 
 namespace simcuda {
+
+// Note [No guarded statics on entry]
+// An entry point's first call may come from any thread at any moment, a fork() in another
+// thread included. A function-local static with a dynamic initializer is guarded, and a
+// child forked while a parent thread was running that initializer waits on the guard
+// forever: its first call of that entry point hangs (seen under ThreadSanitizer, which
+// widens the window: a child forked beside threads calling cudaMalloc hung in
+// cudaMemGetInfo). So the per-entry lookups -- the call registry's index of the entry
+// point, the driver function a runtime function uses -- are cached in constant-initialized
+// atomics, which need no guard: threads that race may each look the value up, and store the
+// same value. The call registry itself is created when the library is loaded.
+constexpr int kUnresolvedNameIndex = -2;
+
+inline int cached_name_index(std::atomic<int>& cache, const char* function_name) {
+  int index = cache.load(std::memory_order_relaxed);
+  if (index == kUnresolvedNameIndex) {
+    index = simcuda_core_name_index(function_name);
+    cache.store(index, std::memory_order_relaxed);
+  }
+  return index;
+}
 
 class EntryScope {
  public:
@@ -23,8 +46,8 @@ class EntryScope {
 
 // Opens an entry point named after the enclosing extern "C" function; returns the injected
 // error (as `error_type`) when fault injection says this call fails.
-#define SIMCUDA_ENTER(error_type)                                                      \
-  static const int simcuda_name_index_ = simcuda_core_name_index(__func__);            \
-  ::simcuda::EntryScope simcuda_entry_scope_(simcuda_name_index_);                      \
+#define SIMCUDA_ENTER(error_type)                                                                  \
+  static std::atomic<int> simcuda_name_index_{::simcuda::kUnresolvedNameIndex}; /* Note [No guarded statics on entry] */ \
+  ::simcuda::EntryScope simcuda_entry_scope_(::simcuda::cached_name_index(simcuda_name_index_, __func__)); \
   if (simcuda_entry_scope_.injected_error() != 0)                                       \
   return static_cast<error_type>(simcuda_entry_scope_.injected_error())

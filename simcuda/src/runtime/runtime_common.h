@@ -19,6 +19,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+
 #include "../core/core_abi.h"
 #include "../core/entry_scope.h"
 
@@ -39,18 +41,29 @@ Function driver_function(const char* name) {
   return reinterpret_cast<Function>(simcuda_core_driver_proc(name, 13000));
 }
 
+// Note [No guarded statics on entry]: the cache is a constant-initialized atomic.
+template <typename Function>
+Function cached_driver_function(std::atomic<Function>& cache, const char* name) {
+  Function function = cache.load(std::memory_order_relaxed);
+  if (function == nullptr) {
+    function = driver_function<Function>(name);
+    cache.store(function, std::memory_order_relaxed);
+  }
+  return function;
+}
+
 }  // namespace simcuda::runtime
 
 // The driver library's own implementation of a driver function, typed from cuda.h
 // (Note [Runtime on the driver]).
-#define SIMCUDA_DRIVER(name)                                                                         \
-  (*[] {                                                                                             \
-    static const auto simcuda_driver_fn_ = ::simcuda::runtime::driver_function<decltype(&::name)>(#name); \
-    return simcuda_driver_fn_; \
+#define SIMCUDA_DRIVER(name)                                                                  \
+  (*[] {                                                                                      \
+    static std::atomic<decltype(&::name)> simcuda_driver_fn_{nullptr};                        \
+    return ::simcuda::runtime::cached_driver_function(simcuda_driver_fn_, #name);             \
   }())
 
-#define SIMCUDA_RUNTIME_ENTER()                                                           \
-  static const int simcuda_name_index_ = simcuda_core_name_index(__func__);               \
-  ::simcuda::EntryScope simcuda_entry_scope_(simcuda_name_index_);                         \
+#define SIMCUDA_RUNTIME_ENTER()                                                                    \
+  static std::atomic<int> simcuda_name_index_{::simcuda::kUnresolvedNameIndex};                    \
+  ::simcuda::EntryScope simcuda_entry_scope_(::simcuda::cached_name_index(simcuda_name_index_, __func__)); \
   if (simcuda_entry_scope_.injected_error() != 0)                                          \
   return ::simcuda::runtime::finish(static_cast<cudaError_t>(simcuda_entry_scope_.injected_error()))
