@@ -22,6 +22,7 @@ namespace {
 
 constexpr std::uint64_t kHashBase = 0x100000001b3ULL;
 constexpr const char* kLayoutTooWide = "layout too wide";
+constexpr const char* kFreesUnrecordedBlock = "frees a block made before recording began";
 
 std::uint64_t token_hash(const loop_token& token) noexcept {
   std::uint64_t value = token.size_bytes * 0x9e3779b97f4a7c15ULL;
@@ -177,9 +178,9 @@ void loop_plan::take_refused_layout() noexcept {
   refused_layout_ = false;
   span_bytes_ = refused_placed_span_bytes_;
   postponed_ = false;
-  // The memory is there (the caller checked): the hand-over is not weighed against one
-  // step's churn.
-  moving_steps_seen_ = kMovingStepsBeforeCostlyHandOver;
+  // The memory is there (the caller checked): the hand-over is not weighed against the
+  // loop's churn.
+  paid_churn_bytes_ = SIZE_MAX;
   pending_ = true;
   if (log_enabled(log_level::debug))
     log_message(log_level::debug, "loop plan: the refused step of " + std::to_string(plan_.size()) +
@@ -270,9 +271,19 @@ void loop_plan::follow(const loop_token& token) noexcept {
       clear_log();
       return;
     }
-    ++moving_steps_seen_;
+    // Note [Loop plans]: what the loop churned without the plan counts toward its hand-over.
+    last_step_churn_bytes_ = static_cast<std::size_t>(latest_churn_bytes_ - churn_when_postponed_bytes_);
+    paid_churn_bytes_ += last_step_churn_bytes_;
   }
   pending_ = true;
+}
+
+std::size_t loop_plan::hand_over_allowance_bytes() const noexcept {
+  if (paid_churn_bytes_ == SIZE_MAX) return SIZE_MAX;
+  const std::size_t ahead_bytes = last_step_churn_bytes_ > SIZE_MAX / kHandOverPaybackSteps
+                                      ? SIZE_MAX
+                                      : last_step_churn_bytes_ * kHandOverPaybackSteps;
+  return ahead_bytes > SIZE_MAX - paid_churn_bytes_ ? SIZE_MAX : paid_churn_bytes_ + ahead_bytes;
 }
 
 void loop_plan::postpone() noexcept {
@@ -377,13 +388,7 @@ void loop_plan::look_for_step() {
   next_build_position_ = newest + step_tokens;
   // Note [Loop plans]: only a step that moved pages is planned; whether the loop keeps
   // moving them is weighed when the plan starts (postpone()).
-  if (log_[newest].churn_bytes == log_[previous].churn_bytes) {
-    moving_steps_ = 0;
-    return;
-  }
-  if (step_tokens != moving_step_tokens_) moving_steps_ = 0;
-  moving_step_tokens_ = step_tokens;
-  ++moving_steps_;
+  if (log_[newest].churn_bytes == log_[previous].churn_bytes) return;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) {
     if (!active_) follow_refused(previous + 1, newest + 1, false);  // Note [Move budget]
@@ -399,10 +404,13 @@ void loop_plan::look_for_step() {
     phase_ = 0;
     pending_ = start_phase_ == 0;
     postponed_ = false;
-    step_churn_bytes_ = step_churn_bytes;
-    moving_steps_seen_ = moving_steps_;
+    paid_churn_bytes_ = last_step_churn_bytes_ = step_churn_bytes;
   } else {
     ++counters_.plans_rejected;
+    // Note [Loop plans]: tried again as soon as a step no longer reaches the blocks made
+    // before recording began.
+    if (rejected == kFreesUnrecordedBlock)
+      next_build_position_ = last_free_of_unrecorded_block(previous + 1, newest + 1) + step_tokens;
     // Only the layout is costly to redo; the other checks may pass one step later, with
     // more of the loop recorded.
     if (rejected == kLayoutTooWide) {
@@ -417,6 +425,12 @@ void loop_plan::look_for_step() {
                                        : layout_ != nullptr ? std::string("laying out on a thread")
                                                             : "planned, span " + std::to_string(span_bytes_) + " bytes") +
                                       ", " + std::to_string(build_ns / 1000) + " us");
+}
+
+std::size_t loop_plan::last_free_of_unrecorded_block(std::size_t step_begin, std::size_t step_end) const noexcept {
+  for (std::size_t position = step_end; position-- > step_begin;)
+    if (log_[position].token.size_bytes == 0 && log_[position].sequence < first_logged_sequence_) return position;
+  return step_begin;
 }
 
 const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes,
@@ -434,7 +448,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   for (std::size_t phase = 0; phase < step_tokens; ++phase) {
     const logged_token& entry = log_[step_begin + phase];
     if (entry.token.size_bytes != 0) continue;
-    if (entry.sequence < first_logged_sequence_) return "frees a block made before recording began";
+    if (entry.sequence < first_logged_sequence_) return kFreesUnrecordedBlock;
     const std::size_t made_at = allocation_positions_[entry.sequence - first_logged_sequence_];
     std::size_t made_phase = 0;
     bool wraps = false;

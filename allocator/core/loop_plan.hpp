@@ -43,7 +43,11 @@ struct step_block;  // core/step_layout.hpp
 //    start]) are left out: they follow the size classes' load, not the loop. A rolling
 //    hash of the last kWindowTokens tokens finds the last time the same window occurred;
 //    the distance is the candidate step length.
-//  - Building: the step is the tokens since that window. It is planned only if it is
+//  - Building: the step is the tokens since that window. Recording starts at a page
+//    move, usually inside a step, so the first step found often frees a block made before
+//    recording began and cannot be laid out; it is tried again as soon as a step no longer
+//    reaches that free (the step ending there), not a whole step later: where a program
+//    repeats as one step, that is a repetition earlier. It is planned only if it is
 //    closed -- every block made in it is freed within one step (a parameter or a cache
 //    that outlives a step is never in a plan; it stays placed as usual) -- and it moved
 //    pages (a loop that makes no device call keeps its layout; one that only creates
@@ -92,12 +96,22 @@ struct step_block;  // core/step_layout.hpp
 //    the top of the free space always, a block kept above the loop's pages put the range
 //    past it, and the hand-over moved every page in: docs/compaction.md.)
 //    A loop whose moves stop after a step or two is settling, and a plan would cost it a
-//    hand-over for nothing. So a plan starts at once only when its hand-over moves no
-//    more than the step it was built from churned: that step costs no more than an
-//    unplanned one. A dearer plan waits one step: it starts if that step moves pages too,
-//    and is dropped (not a failure) if it moves none. Plans used to wait for a second
-//    moving step every time; on the corpus the hand-over then fell in the fifth
-//    repetition, and the steady pass of 134 more seeds made calls (docs/compaction.md).
+//    hand-over for nothing. So the hand-over is weighed as renting against buying: the
+//    loop pays rent, its churn, every step it goes unplanned, and the plan is bought once
+//    its hand-over moves no more than the rent already paid (the step it was built from,
+//    and each step it waited since) plus kHandOverPaybackSteps (32) steps more at the
+//    latest step's rate. A dearer plan waits a step; a step that moves nothing drops it
+//    (not a failure: the loop settled). As in ski rental, neither choice can cost much
+//    more than the other would have: a loop that keeps churning pays no more rent than
+//    the hand-over before it is bought, and a hand-over made just before the loop settles
+//    wastes at most the rent paid and 32 steps' churn. The 32 steps are short against the
+//    thousands a training or serving loop runs, and far from a settling loop's ratio:
+//    params-optimizer seed 972 moved one 2 MiB page a step where its hand-over would move
+//    2.3 GB, 1,162 steps' worth. (Before: a dearer plan started
+//    after any one more moving step -- that seed's hand-over of 524 chunks, one step
+//    before it settled -- and at once when the hand-over moved no more than one step's
+//    churn; with 128 steps instead of 32, seeds whose loops had nearly settled handed over
+//    in the fifth repetition: docs/compaction.md.)
 //  - Deviation: another size or stream, a free out of order, a planned place still in
 //    use or a device failure abandons the plan: the request is placed as usual, the
 //    range returns to ordinary placement at once (its live blocks stay where they are)
@@ -149,9 +163,8 @@ class loop_plan {
   static constexpr std::size_t kWindowTokens = 32;
   static constexpr std::size_t kMaxLogTokens = std::size_t{1} << 17;
   static constexpr std::size_t kRememberedRejections = 16;
-  // Consecutive steps that moved pages before a plan whose hand-over moves more than one
-  // step's churn starts (Note [Loop plans]; others start after one).
-  static constexpr int kMovingStepsBeforeCostlyHandOver = 2;
+  // Note [Loop plans]: steps of churn at the loop's latest rate that a hand-over may cost.
+  static constexpr std::size_t kHandOverPaybackSteps = 32;
   // The shortest step planned (Note [Loop plans]): four allocations and their frees.
   static constexpr std::size_t kMinStepTokens = 8;
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
@@ -194,11 +207,12 @@ class loop_plan {
   // The caller reserved the range (activate) or could not (reject).
   void activate() noexcept;
   void reject() noexcept;
-  // Note [Loop plans]: what the step the plan was built from churned, in bytes; whether a
-  // second moving step confirmed it; postpone() waits one more step for that (the plan
-  // is dropped, not failed, if that step moves nothing).
-  std::size_t step_churn_bytes() const noexcept { return step_churn_bytes_; }
-  bool confirmed() const noexcept { return moving_steps_seen_ >= kMovingStepsBeforeCostlyHandOver; }
+  // Note [Loop plans]: the most a hand-over may move now -- what the loop churned
+  // without the plan (the step it was built from and each step it waited since) and
+  // kHandOverPaybackSteps more steps at its latest step's churn; a dearer hand-over
+  // waits: postpone() waits one more step (the plan is dropped, not failed, if that step
+  // moves nothing).
+  std::size_t hand_over_allowance_bytes() const noexcept;
   void postpone() noexcept;
   // Blocks are being placed by the plan (its range must exist).
   bool active() const noexcept { return placing_; }
@@ -235,6 +249,9 @@ class loop_plan {
   void look_for_step();
   // nullptr when planned, else why not.
   // `churn_bytes`: what the step moved (or created past the move budget).
+  // The last free in log positions [step_begin, step_end) of a block made before the log
+  // began; step_begin when there is none.
+  std::size_t last_free_of_unrecorded_block(std::size_t step_begin, std::size_t step_end) const noexcept;
   const char* build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes,
                          std::pair<std::uint64_t, std::size_t> step);
   void follow(const loop_token& token) noexcept;
@@ -286,8 +303,6 @@ class loop_plan {
   std::unordered_map<std::uint64_t, std::size_t> window_ends_;  // window hash -> log position
   std::uint64_t window_hash_ = 0;
   std::size_t next_build_position_ = 0;  // Note [Loop plans]: one candidate per step
-  std::size_t moving_step_tokens_ = 0;   // length of the steps counted in moving_steps_
-  int moving_steps_ = 0;
 
   // The plan: one entry per token of the step.
   struct planned_token {
@@ -301,9 +316,9 @@ class loop_plan {
   std::size_t span_bytes_ = 0;
   std::size_t phase_ = 0;        // index of the next expected token
   std::size_t start_phase_ = 0;  // placing starts here: the step's least live bytes
-  std::size_t step_churn_bytes_ = 0;        // churn of the step the plan was built from
-  int moving_steps_seen_ = 0;               // moving steps behind the plan
-  bool postponed_ = false;                  // waiting one step for a second moving step
+  std::size_t paid_churn_bytes_ = 0;        // churn of the steps behind the plan
+  std::size_t last_step_churn_bytes_ = 0;   // churn of the latest of them
+  bool postponed_ = false;                  // waiting one step, churning toward the hand-over
   std::int64_t churn_when_postponed_bytes_ = 0;
   std::int64_t latest_churn_bytes_ = 0;     // the pool's churn at the latest event
   bool active_ = false;          // events are compared with the plan

@@ -94,10 +94,11 @@ void vmm_pool::start_plan() noexcept {
     return;
   }
   const std::uintptr_t base = place->first;
-  // A hand-over that moves more than the step churned waits for a second moving step.
+  // Note [Loop plans]: a hand-over that moves more than the loop churned without the plan
+  // waits, and the loop's churn meanwhile pays toward it.
   const std::size_t missing_bytes =
       pages_.unmapped_pages(base, span_bytes, SIZE_MAX) * pages_.page_bytes();
-  if (!plan_.confirmed() && missing_bytes > plan_.step_churn_bytes()) {
+  if (missing_bytes > plan_.hand_over_allowance_bytes()) {
     plan_.postpone();
     return;
   }
