@@ -273,7 +273,8 @@ void loop_plan::follow(const loop_token& token) noexcept {
     }
     // Note [Loop plans]: what the loop churned without the plan counts toward its hand-over.
     last_step_churn_bytes_ = static_cast<std::size_t>(latest_churn_bytes_ - churn_when_postponed_bytes_);
-    paid_churn_bytes_ += last_step_churn_bytes_;
+    paid_churn_bytes_ = paid_churn_bytes_ > SIZE_MAX - last_step_churn_bytes_ ? SIZE_MAX
+                                                                               : paid_churn_bytes_ + last_step_churn_bytes_;
   }
   pending_ = true;
 }
