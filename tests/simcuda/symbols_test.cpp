@@ -1,9 +1,11 @@
 // simcuda's libraries export what a binary linked against the real CUDA libraries needs:
 // every libcudart.so.13 function in the libcudart.so.13 version node, the driver API
-// unversioned from libcuda.so.1, and nothing of their internals.
+// unversioned from libcuda.so.1, and nothing of their internals; and no entry point keeps its
+// lookups in a guarded static (Note [No guarded statics on entry]).
 #include <cstdio>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "simcuda_test_support.h"
 
@@ -26,6 +28,24 @@ std::set<std::string> exported_functions(const std::string& library) {
 }
 
 std::string strip_version(const std::string& name) { return name.substr(0, name.find('@')); }
+
+// The demangled names of a library's guard variables (function-local statics with a dynamic
+// initializer), from its full symbol table.
+std::vector<std::string> guard_variables(const std::string& library) {
+  std::vector<std::string> names;
+  std::string command = "nm -C '" + library + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char line[1024];
+  const std::string marker = "guard variable for ";
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    std::string text(line);
+    const std::size_t at = text.find(marker);
+    if (at != std::string::npos) names.push_back(text.substr(at + marker.size()));
+  }
+  pclose(pipe);
+  return names;
+}
 
 }  // namespace
 
@@ -63,5 +83,20 @@ TEST_CASE("libcuda.so.1 exports the driver API unversioned, and the simcuda cont
   for (const std::string& name : real) {
     INFO(name);
     CHECK(names.count(strip_version(name)) == 1);
+  }
+}
+
+// Note [No guarded statics on entry]: a child forked while a parent thread ran an entry
+// point's first call would wait for ever on a guarded lookup. The libraries keep their
+// symbol tables in the test builds; a guard variable shows there.
+TEST_CASE("no entry point caches its lookups in a guarded static") {
+  for (const char* library : {SIMCUDA_RUNTIME_LIBRARY, SIMCUDA_DRIVER_LIBRARY, SIMCUDA_NVML_LIBRARY}) {
+    INFO(library);
+    REQUIRE(!exported_functions(library).empty());
+    for (const std::string& guarded : guard_variables(library)) {
+      INFO(guarded);
+      CHECK(guarded.find("simcuda_name_index_") == std::string::npos);
+      CHECK(guarded.find("simcuda_driver_fn_") == std::string::npos);
+    }
   }
 }
