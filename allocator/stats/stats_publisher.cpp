@@ -49,8 +49,14 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std
 // The atexit hook removes the page files of publishers still alive at exit; the fork hook
 // makes every inherited publisher inert in the child (the pages belong to the parent,
 // which removes them). The child may hold locks or half-updated state copied from a
-// thread of the parent, so it does not touch the parent's registry: it marks the
-// inherited flags and starts a fresh registry (the old one is leaked on purpose).
+// thread of the parent, so it does not use the parent's registry: it marks the inherited
+// flags and starts a fresh registry (the old one is leaked on purpose). The flags are read
+// whole: the forking thread holds the registry's lock across fork(), so no other thread is
+// adding one. And the child's handler allocates nothing: the fresh registry is made before
+// the fork, in the parent. A child handler runs before any the program registered later,
+// and a malloc other than glibc's (jemalloc, tcmalloc) may not be usable in the child until
+// its own handler ran; under ThreadSanitizer a child's allocation can wait for ever on a
+// lock of the sanitizer's that a parent thread held.
 struct publisher_registry {
   std::mutex mutex;
   std::vector<std::pair<int, std::string>> exit_files;  // (directory fd, name)
@@ -61,20 +67,50 @@ struct publisher_registry {
   std::vector<void*> abandoned_states;
 };
 std::atomic<publisher_registry*> current_registry{nullptr};
+// Note [Publisher registry and fork]: the registry a forked child starts from, made before
+// the fork; and the registry whose lock the forking thread holds across it.
+std::atomic<publisher_registry*> registry_for_child{nullptr};
+publisher_registry* locked_for_fork = nullptr;
+std::atomic<bool> keep_page_files_at_exit{false};
 
 void unlink_at_exit() {
   publisher_registry* registry = current_registry.load();
-  if (registry == nullptr) return;
+  if (registry == nullptr || keep_page_files_at_exit.load()) return;
   std::lock_guard<std::mutex> lock(registry->mutex);
   for (const auto& [fd, name] : registry->exit_files) ::unlinkat(fd, name.c_str(), 0);
   registry->exit_files.clear();
 }
 
+void prepare_fork() {
+  if (registry_for_child.load() == nullptr) {
+    publisher_registry* made = new (std::nothrow) publisher_registry();
+    publisher_registry* none = nullptr;
+    if (made != nullptr && !registry_for_child.compare_exchange_strong(none, made)) delete made;
+  }
+  publisher_registry* registry = current_registry.load();
+  if (registry != nullptr) registry->mutex.lock();
+  locked_for_fork = registry;
+}
+
+void parent_after_fork() {
+  if (locked_for_fork != nullptr) locked_for_fork->mutex.unlock();
+  locked_for_fork = nullptr;
+}
+
 void mark_inert_after_fork() {
-  publisher_registry* inherited = current_registry.load();
+  publisher_registry* inherited = locked_for_fork;
+  locked_for_fork = nullptr;
   if (inherited == nullptr) return;
   for (std::atomic<bool>* flag : inherited->inert_flags) flag->store(true, std::memory_order_relaxed);
-  auto* fresh = new publisher_registry();
+  publisher_registry* fresh = registry_for_child.exchange(nullptr);
+  if (fresh == nullptr) {
+    // No host memory before the fork: the child keeps the inherited registry (whose lock
+    // this thread took before the fork), and its exit removes no page file (they are the
+    // parent's; a stale one of its own is removed by the next listing).
+    keep_page_files_at_exit.store(true);
+    inherited->mutex.unlock();
+    return;
+  }
   fresh->inherited_from = inherited;
   current_registry.store(fresh);
 }
@@ -84,7 +120,7 @@ void install_hooks_once() {
   std::call_once(once, [] {
     current_registry.store(new publisher_registry());
     std::atexit(unlink_at_exit);
-    ::pthread_atfork(nullptr, nullptr, mark_inert_after_fork);
+    ::pthread_atfork(prepare_fork, parent_after_fork, mark_inert_after_fork);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <csignal>
 #include <stdexcept>
 #include <cstdlib>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "fragless/stats_publisher.hpp"
 #include "stats_directory.hpp"
@@ -371,6 +373,58 @@ TEST_CASE("a forked child can drop the inherited publisher and publish on its ow
   REQUIRE(page != nullptr);
   CHECK(page->read_devices().at(0).stats == known_stats(3));
 }
+
+// Note [Publisher registry and fork]: threads make and drop publishers while the process
+// forks; each child finds the inherited flags whole, starts from a fresh registry (made
+// before the fork), publishes on its own and exits, removing only its own page. Not in the
+// ThreadSanitizer build: a child's own allocations can wait for ever there on a sanitizer
+// lock a parent thread held at fork time (tests/hooks/test_preload.cpp says more).
+#if !defined(__SANITIZE_THREAD__)
+TEST_CASE("forks while other threads make and drop publishers leave each child a registry of its own") {
+  runtime_directory runtime;
+  auto publisher = stats_publisher::create(collect());
+  REQUIRE(publisher != nullptr);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> churners;
+  for (int t = 0; t < 2; ++t)
+    churners.emplace_back([&stop] {
+      while (!stop.load()) {
+        auto made = stats_publisher::create([](std::string_view) {});
+        made.reset();
+      }
+    });
+  for (int i = 0; i < 20; ++i) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      publisher.reset();  // inherited
+      auto own = stats_publisher::create([](std::string_view) {});
+      if (!own) ::_exit(2);
+      own->publish(0, known_stats(7));
+      static stats_publisher* kept = own.release();  // alive at exit: the atexit hook removes its page
+      (void)kept;
+      std::exit(0);
+    }
+    int wait_status = 0;
+    bool exited = false;
+    for (int waited_ms = 0; waited_ms < 10000; waited_ms += 10) {
+      if (::waitpid(child, &wait_status, WNOHANG) == child) {
+        exited = true;
+        break;
+      }
+      ::usleep(10000);
+    }
+    if (!exited) ::kill(child, SIGKILL), ::waitpid(child, &wait_status, 0);
+    REQUIRE(exited);
+    CHECK(WIFEXITED(wait_status));
+    CHECK(WEXITSTATUS(wait_status) == 0);
+    CHECK_FALSE(fs::exists(runtime.stats_dir() + "/" + std::to_string(child) + ".stats"));
+    CHECK(fs::exists(runtime.page_path()));  // the parent's page stays
+  }
+  stop = true;
+  for (auto& churner : churners) churner.join();
+}
+#endif  // !__SANITIZE_THREAD__
 
 TEST_CASE("listing skips and removes stale pages, and reports bad ones") {
   runtime_directory runtime;
