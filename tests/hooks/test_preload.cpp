@@ -315,8 +315,8 @@ TEST_CASE("cudaMemGetInfo counts fragless's cached memory as free", "[preload]")
 
 // Not in the ThreadSanitizer build: its runtime (GCC 12's) does not make its stack depot
 // fork-safe, so a child forked while a parent thread held the depot's lock hangs at its
-// first host allocation -- which a fork handler (the stats publisher's fresh registry) or
-// any CUDA call of the child makes (seen once in a few thousand forks). ThreadSanitizer did find two real hangs here first (a
+// first host allocation -- which any CUDA call of the child makes (seen once in a few
+// thousand forks, in the stats publisher's fork handler, which allocates nothing now). ThreadSanitizer did find two real hangs here first (a
 // child waiting on the guard of a function-local static a parent thread was making:
 // Note [Fork] in interposer.cpp, Note [No guarded statics on entry] in simcuda); the test
 // runs in the default and AddressSanitizer builds.
