@@ -11,19 +11,31 @@
 
 namespace {
 
+// The lines `nm ARGUMENTS 'library'` prints.
+std::vector<std::string> nm_lines(const std::string& arguments, const std::string& library) {
+  std::vector<std::string> lines;
+  std::string command = "nm " + arguments + " '" + library + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string line;
+  char chunk[1024];
+  while (std::fgets(chunk, sizeof chunk, pipe) != nullptr) {
+    line += chunk;  // a demangled name may be longer than a chunk
+    if (line.back() == '\n') lines.push_back(std::move(line)), line.clear();
+  }
+  if (!line.empty()) lines.push_back(std::move(line));
+  pclose(pipe);
+  return lines;
+}
+
 // "name@@version" / "name" for every defined dynamic function symbol of a library.
 std::set<std::string> exported_functions(const std::string& library) {
   std::set<std::string> names;
-  std::string command = "nm -D --defined-only '" + library + "' 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char line[512];
-  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+  for (const std::string& line : nm_lines("-D --defined-only", library)) {
     char address[64], type[8], name[400];
-    if (std::sscanf(line, "%63s %7s %399s", address, type, name) == 3 && (type[0] == 'T' || type[0] == 'W'))
+    if (std::sscanf(line.c_str(), "%63s %7s %399s", address, type, name) == 3 && (type[0] == 'T' || type[0] == 'W'))
       names.insert(name);
   }
-  pclose(pipe);
   return names;
 }
 
@@ -33,17 +45,11 @@ std::string strip_version(const std::string& name) { return name.substr(0, name.
 // initializer), from its full symbol table.
 std::vector<std::string> guard_variables(const std::string& library) {
   std::vector<std::string> names;
-  std::string command = "nm -C '" + library + "' 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char line[1024];
   const std::string marker = "guard variable for ";
-  while (std::fgets(line, sizeof line, pipe) != nullptr) {
-    std::string text(line);
-    const std::size_t at = text.find(marker);
-    if (at != std::string::npos) names.push_back(text.substr(at + marker.size()));
+  for (const std::string& line : nm_lines("-C", library)) {
+    const std::size_t at = line.find(marker);
+    if (at != std::string::npos) names.push_back(line.substr(at + marker.size()));
   }
-  pclose(pipe);
   return names;
 }
 
