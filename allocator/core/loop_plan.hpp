@@ -247,11 +247,11 @@ class loop_plan {
   void clear_log() noexcept;
   // Note [Loop plans]: tries the step that ends at the newest token.
   void look_for_step();
-  // nullptr when planned, else why not.
-  // `churn_bytes`: what the step moved (or created past the move budget).
   // The last free in log positions [step_begin, step_end) of a block made before the log
   // began; step_begin when there is none.
   std::size_t last_free_of_unrecorded_block(std::size_t step_begin, std::size_t step_end) const noexcept;
+  // nullptr when planned, else why not.
+  // `churn_bytes`: what the step moved (or created past the move budget).
   const char* build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes,
                          std::pair<std::uint64_t, std::size_t> step);
   void follow(const loop_token& token) noexcept;
