@@ -152,7 +152,6 @@ void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end, boo
       load_step(step_begin, step_end);
     } catch (...) {
       plan_.clear();
-      refused_layout_ = false;
       return;  // no host memory: the loop is not followed, and not budgeted
     }
   }
@@ -175,7 +174,6 @@ void loop_plan::load_step(std::size_t step_begin, std::size_t step_end) {
 // Note [Refused layouts]
 void loop_plan::take_refused_layout() noexcept {
   refused_ = false;
-  refused_layout_ = false;
   span_bytes_ = refused_placed_span_bytes_;
   postponed_ = false;
   // The memory is there (the caller checked): the hand-over is not weighed against the
@@ -191,7 +189,6 @@ void loop_plan::take_refused_layout() noexcept {
 void loop_plan::drop_plan() noexcept {
   active_ = false;
   refused_ = false;
-  refused_layout_ = false;
   pending_ = false;
   placing_ = false;
   plan_.clear();
@@ -305,7 +302,6 @@ void loop_plan::reject() noexcept {
   planning_failed_ = true;
   active_ = false;
   refused_ = false;
-  refused_layout_ = false;
   pending_ = false;
   plan_.clear();
   clear_log();
@@ -327,7 +323,6 @@ void loop_plan::abandon(const char* reason) noexcept {
   }
   active_ = false;
   refused_ = false;
-  refused_layout_ = false;
   pending_ = false;
   placing_ = false;
   plan_.clear();

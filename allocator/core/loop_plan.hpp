@@ -283,7 +283,8 @@ class loop_plan {
   bool planning_failed_ = false;  // Note [Move budget]: for good
   bool refused_ = false;          // Note [Move budget]: following a step refused as too wide
   // Note [Refused layouts]: plan_ holds the refused step's layout: its whole span, and the
-  // span of the blocks it places (Note [Mapped blocks in a plan]).
+  // span of the blocks it places (Note [Mapped blocks in a plan]). Set wherever refused_ is
+  // set, and read only with it (refused_layout_kept()), so never cleared on its own.
   bool refused_layout_ = false;
   std::size_t refused_span_bytes_ = 0;
   std::size_t refused_placed_span_bytes_ = 0;
