@@ -111,7 +111,8 @@ std::string encode_outcome(const replay_outcome& o, const std::string& unavailab
       << "device_maps\t" << o.calls.maps << "\n"
       << "device_unmaps\t" << o.calls.unmaps << "\n"
       << "syncs\t" << o.calls.syncs << "\n"
-      << "steady_calls\t" << o.steady_calls << "\n";
+      << "steady_calls\t" << o.steady_calls << "\n"
+      << "last_calling_pass\t" << o.last_calling_pass << "\n";
   // Note [Cost model]: the two priced passes, "pass NAME host obtained returned calls...".
   for (const auto& [name, pass] : {std::pair<const char*, const pass_activity*>{"first", &o.first_pass},
                                    std::pair<const char*, const pass_activity*>{"steady", &o.steady_pass}}) {
@@ -156,6 +157,7 @@ child_result decode_outcome(const std::string& text) {
       else if (key == "device_unmaps") o.calls.unmaps = std::stoull(value);
       else if (key == "syncs") o.calls.syncs = std::stoull(value);
       else if (key == "steady_calls") o.steady_calls = std::stoll(value);
+      else if (key == "last_calling_pass") o.last_calling_pass = std::stoll(value);
       else if (key == "pass") {
         std::istringstream fields(value);
         std::string name;

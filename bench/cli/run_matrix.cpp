@@ -91,6 +91,7 @@ void fill_from_outcome(result_row& row, const child_result& child, std::uint64_t
     row.device_unmaps = static_cast<double>(o.calls.unmaps);
     row.syncs = static_cast<double>(o.calls.syncs);
     if (o.steady_calls >= 0) row.steady_calls = static_cast<double>(o.steady_calls);
+    if (o.last_calling_pass >= 0) row.last_calling_pass = static_cast<double>(o.last_calling_pass);
     row.device_used_peak_bytes = static_cast<double>(o.device_used_peak_bytes);
     row.estimated_first_pass_ns = estimated_allocator_ns(o.first_pass, prices);
     if (o.steady_calls >= 0) row.estimated_steady_pass_ns = estimated_allocator_ns(o.steady_pass, prices);

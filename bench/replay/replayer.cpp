@@ -67,6 +67,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       options.max_events == 0 ? t.events.size() : std::min(options.max_events, t.events.size());
   outcome.events_replayed = event_count;
   const int repetitions = std::max(1, options.repetitions);
+  if (repetitions > 1) outcome.last_calling_pass = 0;
   std::vector<double> ns_per_op;
   // One allocator call, timed alone; the longest of them all is kept (Note [Host work]).
   auto time_call = [&outcome](auto&& call) {
@@ -160,8 +161,10 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     // start at one of them (Note [Host work]).
     for (auto& [id, block] : live)
       time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
-    if (last && repetition > 0)
-      outcome.steady_calls = static_cast<std::int64_t>(counters.read().total() - calls_before.total());
+    // The first repetition's count restarted at zero (counters.reset() above).
+    const std::uint64_t pass_calls = counters.read().total() - (measuring ? 0 : calls_before.total());
+    if (last && repetition > 0) outcome.steady_calls = static_cast<std::int64_t>(pass_calls);
+    if (repetitions > 1 && pass_calls > 0) outcome.last_calling_pass = repetition + 1;
     account_used_bytes(counters.used_bytes());
     pass.host_ns = timed_ns;
     for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]) - pass.calls[f];

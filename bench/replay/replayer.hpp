@@ -31,7 +31,10 @@ namespace fragless::bench {
 // with at least two repetitions, the device calls (allocations, frees, maps, unmaps) the
 // allocator makes during the LAST repetition are its steady-state calls per step. An
 // allocator that keeps what the step needs cached makes none; one that gives memory back
-// or moves pages between uses pays for it again every step.
+// or moves pages between uses pays for it again every step. How long the warm-up lasted is
+// the last repetition that made a device call (1 when only the first did; the number of
+// repetitions when the last one still does): PyTorch's caching allocator stops after its
+// first pass, an allocator that settles its layout over a few steps later.
 
 // Note [Peak over the run]
 // Peak reserved bytes are taken over every repetition, not only the first: an allocator
@@ -73,6 +76,9 @@ struct replay_outcome {
   device_call_counts calls;
   // Note [Steady state]: device calls of the last repetition; -1 with one repetition.
   std::int64_t steady_calls = -1;
+  // Note [Steady state]: the last repetition (1-based) that made a device call, 0 if none
+  // did; -1 with one repetition.
+  std::int64_t last_calling_pass = -1;
   // Note [Cost model]: what the first and the last repetition did, priced by the parent.
   pass_activity first_pass;
   pass_activity steady_pass;  // all zero with one repetition

@@ -30,6 +30,9 @@ struct peer_figures {
   std::size_t seeds = 0, ok = 0, steady_calling = 0;
   geomean ratio, ns_per_op, first_pass_ns, steady_pass_ns;
   double worst_ratio = 0, device_calls = 0;
+  // Note [Steady state]: seeds whose calls stopped, by the last repetition that made one (a
+  // seed that made none counts as stopping after the first).
+  std::map<int, std::size_t> settled_after;
 };
 
 struct goal_figures {
@@ -69,6 +72,8 @@ family_figures compute(const std::vector<const corpus_row*>& rows) {
       }
       if (row->device_calls) p.device_calls += *row->device_calls;
       if (row->steady_calls && *row->steady_calls > 0) ++p.steady_calling;
+      if (row->steady_calls && *row->steady_calls == 0 && row->last_calling_pass)
+        ++p.settled_after[std::max(1, static_cast<int>(*row->last_calling_pass))];
       if (row->host_ns_per_op) p.ns_per_op.add(*row->host_ns_per_op);
       if (row->estimated_first_pass_ns) p.first_pass_ns.add(*row->estimated_first_pass_ns);
       if (row->estimated_steady_pass_ns) p.steady_pass_ns.add(*row->estimated_steady_pass_ns);
@@ -151,6 +156,41 @@ std::vector<std::pair<std::string, family_figures>> all_figures(const std::vecto
   return out;
 }
 
+// Note [Steady state]: when each peer's device calls stop, per family: one column per
+// repetition after which some seed's calls stopped, and the seeds still calling in the last.
+std::string settling_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
+  int last_column = 0;
+  for (const auto& [family, f] : figures)
+    for (const auto& [peer, p] : f.peers)
+      if (!p.settled_after.empty()) last_column = std::max(last_column, p.settled_after.rbegin()->first);
+  if (last_column == 0) return "";
+  std::string out = "\nWhen the device calls stop: seeds by the last repetition that made a device call (none after "
+                    "it), and seeds still calling in the last repetition:\n\n| family | peer |";
+  std::string rule = "|---|---|";
+  for (int pass = 1; pass <= last_column; ++pass) {
+    out += " after pass " + std::to_string(pass) + " |";
+    rule += "---:|";
+  }
+  out += " still calling |\n" + rule + "---:|\n";
+  for (const auto& [family, f] : figures) {
+    for (const char* peer : peer_order) {
+      auto found = f.peers.find(peer);
+      if (found == f.peers.end()) continue;
+      const peer_figures& p = found->second;
+      std::size_t counted = p.steady_calling;
+      for (const auto& entry : p.settled_after) counted += entry.second;
+      if (counted == 0) continue;  // no repetition counts for this peer (one repetition, no counters)
+      out += "| " + family + " | " + peer + " |";
+      for (int pass = 1; pass <= last_column; ++pass) {
+        auto at = p.settled_after.find(pass);
+        out += " " + std::to_string(at == p.settled_after.end() ? 0 : at->second) + " |";
+      }
+      out += " " + std::to_string(p.steady_calling) + " |\n";
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const std::vector<std::string>& families,
@@ -180,6 +220,7 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
              fixed(p.first_pass_ns.value() / 1000.0, 1) + " | " + fixed(p.steady_pass_ns.value() / 1000.0, 1) + " |\n";
     }
   }
+  out += settling_table(figures);
   out += "\nGoals for fragless, per family (a count is seeds where the goal is missed, of seeds compared):\n\n";
   out += "| family | peak > PyTorch | peak > expandable | worst peak / min(PyTorch, expandable) | > 1.03x ideal where packer <= 1.01x | device calls > expandable (seeds) | calls fragless / expandable (total) | calls in steady pass where PyTorch has 0 (most) | host ns/op / PyTorch (geomean) | est. steady time > PyTorch | est. steady time / PyTorch (geomean) |\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -217,7 +258,13 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
              ", \"device_calls\": " + number(p.device_calls) + ", \"seeds_with_steady_calls\": " +
              std::to_string(p.steady_calling) + ", \"host_ns_per_op_geomean\": " + number(p.ns_per_op.value()) +
              ", \"estimated_first_pass_ns_geomean\": " + number(p.first_pass_ns.value()) +
-             ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + "}";
+             ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + ", \"settled_after_pass\": {";
+      bool first_pass = true;
+      for (const auto& [pass, count] : p.settled_after) {
+        out += (first_pass ? "\"" : ", \"") + std::to_string(pass) + "\": " + std::to_string(count);
+        first_pass = false;
+      }
+      out += "}}";
     }
     const goal_figures& g = f.goals;
     out += "], \"goals\": {\"above_pytorch\": " + std::to_string(g.above_pytorch) + ", \"compared_pytorch\": " +

@@ -17,6 +17,7 @@ const std::vector<row_field>& row_fields() {
       {"longest_op_ns", nullptr, field_kind::nanoseconds, nullptr, &r::longest_op_ns},
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
       {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
+      {"last_calling_pass", nullptr, field_kind::count, nullptr, &r::last_calling_pass},
       {"estimated_first_pass_ns", "est. 1st pass", field_kind::nanoseconds, nullptr, &r::estimated_first_pass_ns},
       {"estimated_steady_pass_ns", "est. steady", field_kind::nanoseconds, nullptr, &r::estimated_steady_pass_ns},
       {"estimated_steady_fraction_of_wall", "est./wall", field_kind::ratio, nullptr,

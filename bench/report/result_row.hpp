@@ -25,6 +25,7 @@ struct result_row {
   std::optional<double> device_calls;
   std::optional<double> syncs;
   std::optional<double> steady_calls;  // Note [Steady state]: device calls of the last repetition
+  std::optional<double> last_calling_pass;  // Note [Steady state]: the last repetition that called
   // Note [Cost model]: host time + device calls at their prices, first and last repetition.
   std::optional<double> estimated_first_pass_ns;
   std::optional<double> estimated_steady_pass_ns;

@@ -77,6 +77,7 @@ TEST_CASE("cudaMalloc peer on a hand trace gives exact figures", "[bench][replay
   CHECK(o.calls.maps == 0);
   // Note [Steady state]: the last repetition's calls, all three blocks allocated and freed.
   CHECK(o.steady_calls == 6);
+  CHECK(o.last_calling_pass == 3);  // it calls in every repetition
   CHECK(o.host_ns_per_op > 0);
   CHECK(o.events_replayed == 5);
   REQUIRE_FALSE(o.timeline.empty());
@@ -101,12 +102,19 @@ TEST_CASE("steady-state calls per step: a caching allocator makes none once warm
     const replay_outcome o = replay_trace(t, *peer.allocator, streams, options, counters);
     CHECK(o.status == "ok");
     CHECK(o.calls.total() > 0);  // the first repetition obtains memory
-    if (std::string(name) == "fragless") CHECK(o.steady_calls == 0);
-    else CHECK(o.steady_calls == 8);  // four cudaMalloc and four cudaFree every step
+    if (std::string(name) == "fragless") {
+      CHECK(o.steady_calls == 0);
+      CHECK(o.last_calling_pass == 1);  // warm from the second repetition on
+    } else {
+      CHECK(o.steady_calls == 8);  // four cudaMalloc and four cudaFree every step
+      CHECK(o.last_calling_pass == 3);
+    }
   }
   options.repetitions = 1;
   peer_creation single = create_peer("cudamalloc", "");
-  CHECK(replay_trace(t, *single.allocator, streams, options, counters).steady_calls == -1);
+  const replay_outcome once = replay_trace(t, *single.allocator, streams, options, counters);
+  CHECK(once.steady_calls == -1);
+  CHECK(once.last_calling_pass == -1);
   destroy_replay_streams(streams);
 }
 

@@ -3,6 +3,7 @@
 // with one panel per trace, and files are written whole.
 #include <catch2/catch.hpp>
 
+#include "report/corpus_report.hpp"
 #include "report/outputs.hpp"
 
 #include <cmath>
@@ -114,4 +115,29 @@ TEST_CASE("files are written whole, and a failed write leaves nothing", "[bench]
   CHECK(contents.str() == "hello\n");
   std::remove(path.c_str());
   CHECK_THROWS_AS(write_file_atomically("no/such/dir/out.txt", "x"), std::runtime_error);
+}
+
+TEST_CASE("corpus report: seeds by the repetition after which their device calls stopped", "[bench][report]") {
+  // Note [Steady state]: a seed counts in the column of its last calling repetition when its
+  // last repetition made no call, else as still calling; a seed with no call at all counts
+  // as stopping after the first.
+  auto seed = [](const char* family, int number, const char* allocator, double last_calling, double steady) {
+    corpus_row r{family, row(std::string("corpus:") + family + ":" + std::to_string(number), allocator, 1.0, 100)};
+    r.row.last_calling_pass = last_calling;
+    r.row.steady_calls = steady;
+    return r;
+  };
+  const std::vector<corpus_row> rows = {
+      seed("a", 1, "fragless", 3, 0), seed("a", 2, "fragless", 5, 12), seed("a", 3, "fragless", 0, 0),
+      seed("a", 1, "pytorch", 1, 0),  seed("a", 2, "pytorch", 1, 0),   seed("a", 3, "pytorch", 1, 0),
+      seed("b", 1, "fragless", 2, 0), seed("b", 1, "pytorch", 2, 0)};
+  const std::string markdown = format_corpus_markdown(rows, {"a", "b"}, "fragless-bench corpus");
+  INFO(markdown);
+  CHECK(markdown.find("| family | peer | after pass 1 | after pass 2 | after pass 3 | still calling |") != std::string::npos);
+  CHECK(markdown.find("| a | fragless | 1 | 0 | 1 | 1 |") != std::string::npos);
+  CHECK(markdown.find("| a | pytorch | 3 | 0 | 0 | 0 |") != std::string::npos);
+  CHECK(markdown.find("| b | fragless | 0 | 1 | 0 | 0 |") != std::string::npos);
+  CHECK(markdown.find("| all | fragless | 1 | 1 | 1 | 1 |") != std::string::npos);
+  const std::string json = format_corpus_json(rows, {"a", "b"}, "fragless-bench corpus");
+  CHECK(json.find("\"settled_after_pass\": {\"1\": 1, \"3\": 1}") != std::string::npos);
 }
