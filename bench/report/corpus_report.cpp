@@ -156,6 +156,19 @@ std::vector<std::pair<std::string, family_figures>> all_figures(const std::vecto
   return out;
 }
 
+// The peers in peer_order, with any other fragless configuration of the run (a --conf
+// NAME=... of the command, "fragless[NAME]") right after fragless.
+std::vector<std::string> ordered_peers(const family_figures& f) {
+  std::vector<std::string> peers;
+  for (const char* peer : peer_order) {
+    peers.emplace_back(peer);
+    if (std::string(peer) != focus) continue;
+    for (const auto& entry : f.peers)
+      if (entry.first.rfind(std::string(focus) + "[", 0) == 0) peers.push_back(entry.first);
+  }
+  return peers;
+}
+
 // Note [Steady state]: when each peer's device calls stop, per family: one column per
 // repetition after which some seed's calls stopped, and the seeds still calling in the last.
 std::string settling_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
@@ -173,7 +186,7 @@ std::string settling_table(const std::vector<std::pair<std::string, family_figur
   }
   out += " still calling |\n" + rule + "---:|\n";
   for (const auto& [family, f] : figures) {
-    for (const char* peer : peer_order) {
+    for (const std::string& peer : ordered_peers(f)) {
       auto found = f.peers.find(peer);
       if (found == f.peers.end()) continue;
       const peer_figures& p = found->second;
@@ -200,16 +213,7 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
   out += "| family | peer | seeds ok | peak/ideal geomean | worst | device calls (first pass) | seeds with calls in the steady pass | host ns/op geomean | est. allocator time, first pass, geomean (us) | est. steady pass, geomean (us) |\n";
   out += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [family, f] : figures) {
-    // The peers in peer_order, with any other fragless configuration of the run (a --conf
-    // NAME=... of the command, "fragless[NAME]") right after fragless.
-    std::vector<std::string> peers;
-    for (const char* peer : peer_order) {
-      peers.emplace_back(peer);
-      if (std::string(peer) != focus) continue;
-      for (const auto& entry : f.peers)
-        if (entry.first.rfind(std::string(focus) + "[", 0) == 0) peers.push_back(entry.first);
-    }
-    for (const std::string& peer : peers) {
+    for (const std::string& peer : ordered_peers(f)) {
       auto found = f.peers.find(peer);
       if (found == f.peers.end()) continue;
       const peer_figures& p = found->second;
