@@ -130,13 +130,14 @@ TEST_CASE("corpus report: seeds by the repetition after which their device calls
   const std::vector<corpus_row> rows = {
       seed("a", 1, "fragless", 3, 0), seed("a", 2, "fragless", 5, 12), seed("a", 3, "fragless", 0, 0),
       seed("a", 1, "pytorch", 1, 0),  seed("a", 2, "pytorch", 1, 0),   seed("a", 3, "pytorch", 1, 0),
-      seed("b", 1, "fragless", 2, 0), seed("b", 1, "pytorch", 2, 0)};
+      seed("b", 1, "fragless", 2, 0), seed("b", 1, "pytorch", 2, 0),   seed("b", 1, "fragless[x]", 5, 3)};
   const std::string markdown = format_corpus_markdown(rows, {"a", "b"}, "fragless-bench corpus");
   INFO(markdown);
   CHECK(markdown.find("| family | peer | after pass 1 | after pass 2 | after pass 3 | still calling |") != std::string::npos);
   CHECK(markdown.find("| a | fragless | 1 | 0 | 1 | 1 |") != std::string::npos);
   CHECK(markdown.find("| a | pytorch | 3 | 0 | 0 | 0 |") != std::string::npos);
-  CHECK(markdown.find("| b | fragless | 0 | 1 | 0 | 0 |") != std::string::npos);
+  CHECK(markdown.find("| b | fragless | 0 | 1 | 0 | 0 |\n| b | fragless[x] | 0 | 0 | 0 | 1 |\n| b | pytorch |") !=
+        std::string::npos);
   CHECK(markdown.find("| all | fragless | 1 | 1 | 1 | 1 |") != std::string::npos);
   const std::string json = format_corpus_json(rows, {"a", "b"}, "fragless-bench corpus");
   CHECK(json.find("\"settled_after_pass\": {\"1\": 1, \"3\": 1}") != std::string::npos);
