@@ -31,6 +31,8 @@ std::uint64_t token_hash(const loop_token& token) noexcept {
   return value ^ (value >> 29);
 }
 
+std::size_t saturating_add(std::size_t a, std::size_t b) noexcept { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
 std::uint64_t window_power() noexcept {
   std::uint64_t power = 1;
   for (std::size_t index = 0; index < loop_plan::kWindowTokens; ++index) power *= kHashBase;
@@ -270,8 +272,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
     }
     // Note [Loop plans]: what the loop churned without the plan counts toward its hand-over.
     last_step_churn_bytes_ = static_cast<std::size_t>(latest_churn_bytes_ - churn_when_postponed_bytes_);
-    paid_churn_bytes_ = paid_churn_bytes_ > SIZE_MAX - last_step_churn_bytes_ ? SIZE_MAX
-                                                                               : paid_churn_bytes_ + last_step_churn_bytes_;
+    paid_churn_bytes_ = saturating_add(paid_churn_bytes_, last_step_churn_bytes_);
   }
   pending_ = true;
 }
@@ -281,7 +282,7 @@ std::size_t loop_plan::hand_over_allowance_bytes() const noexcept {
   const std::size_t ahead_bytes = last_step_churn_bytes_ > SIZE_MAX / kHandOverPaybackSteps
                                       ? SIZE_MAX
                                       : last_step_churn_bytes_ * kHandOverPaybackSteps;
-  return ahead_bytes > SIZE_MAX - paid_churn_bytes_ ? SIZE_MAX : paid_churn_bytes_ + ahead_bytes;
+  return saturating_add(paid_churn_bytes_, ahead_bytes);
 }
 
 void loop_plan::postpone() noexcept {

@@ -407,8 +407,8 @@ TEST_CASE("forks while other threads make and drop publishers leave each child a
       if (!own) ::_exit(2);
       own->publish(0, known_stats(7));
       own.reset();  // removes its own page
-      // _exit: a normal exit of a child forked beside running threads would have
-      // LeakSanitizer (in the ASan build) report what those threads held, or wait for them.
+      // _exit: a child forked beside running threads runs neither the parent's atexit
+      // handlers nor its static destructors, whose state those threads may have held.
       ::_exit(0);
     }
     int wait_status = 0;

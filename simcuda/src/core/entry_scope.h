@@ -21,13 +21,15 @@ namespace simcuda {
 // same value. The call registry itself is created when the library is loaded.
 constexpr int kUnresolvedNameIndex = -2;
 
-inline int cached_name_index(std::atomic<int>& cache, const char* function_name) {
-  int index = cache.load(std::memory_order_relaxed);
-  if (index == kUnresolvedNameIndex) {
-    index = simcuda_core_name_index(function_name);
-    cache.store(index, std::memory_order_relaxed);
+// The value in `cache`, looked up (lookup()) and stored while it is still `unresolved`.
+template <typename Value, typename Lookup>
+Value cached_lookup(std::atomic<Value>& cache, Value unresolved, Lookup lookup) {
+  Value value = cache.load(std::memory_order_relaxed);
+  if (value == unresolved) {
+    value = lookup();
+    cache.store(value, std::memory_order_relaxed);
   }
-  return index;
+  return value;
 }
 
 class EntryScope {
@@ -44,10 +46,17 @@ class EntryScope {
 
 }  // namespace simcuda
 
+// Declares simcuda_entry_scope_ for the enclosing extern "C" function, its name's index
+// cached without a guard (Note [No guarded statics on entry]).
+#define SIMCUDA_ENTRY_SCOPE()                                                                  \
+  static std::atomic<int> simcuda_name_index_{::simcuda::kUnresolvedNameIndex};                \
+  ::simcuda::EntryScope simcuda_entry_scope_(::simcuda::cached_lookup(                         \
+      simcuda_name_index_, ::simcuda::kUnresolvedNameIndex,                                    \
+      [function_name = __func__] { return simcuda_core_name_index(function_name); }))
+
 // Opens an entry point named after the enclosing extern "C" function; returns the injected
 // error (as `error_type`) when fault injection says this call fails.
-#define SIMCUDA_ENTER(error_type)                                                                  \
-  static std::atomic<int> simcuda_name_index_{::simcuda::kUnresolvedNameIndex}; /* Note [No guarded statics on entry] */ \
-  ::simcuda::EntryScope simcuda_entry_scope_(::simcuda::cached_name_index(simcuda_name_index_, __func__)); \
-  if (simcuda_entry_scope_.injected_error() != 0)                                       \
+#define SIMCUDA_ENTER(error_type)                  \
+  SIMCUDA_ENTRY_SCOPE();                           \
+  if (simcuda_entry_scope_.injected_error() != 0) \
   return static_cast<error_type>(simcuda_entry_scope_.injected_error())

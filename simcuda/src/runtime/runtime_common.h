@@ -41,29 +41,19 @@ Function driver_function(const char* name) {
   return reinterpret_cast<Function>(simcuda_core_driver_proc(name, 13000));
 }
 
-// Note [No guarded statics on entry]: the cache is a constant-initialized atomic.
-template <typename Function>
-Function cached_driver_function(std::atomic<Function>& cache, const char* name) {
-  Function function = cache.load(std::memory_order_relaxed);
-  if (function == nullptr) {
-    function = driver_function<Function>(name);
-    cache.store(function, std::memory_order_relaxed);
-  }
-  return function;
-}
-
 }  // namespace simcuda::runtime
 
 // The driver library's own implementation of a driver function, typed from cuda.h
 // (Note [Runtime on the driver]).
-#define SIMCUDA_DRIVER(name)                                                                  \
-  (*[] {                                                                                      \
-    static std::atomic<decltype(&::name)> simcuda_driver_fn_{nullptr};                        \
-    return ::simcuda::runtime::cached_driver_function(simcuda_driver_fn_, #name);             \
+// Note [No guarded statics on entry]: the function is cached in an atomic.
+#define SIMCUDA_DRIVER(name)                                                                   \
+  (*[] {                                                                                       \
+    static std::atomic<decltype(&::name)> simcuda_driver_fn_{nullptr};                         \
+    return ::simcuda::cached_lookup(simcuda_driver_fn_, static_cast<decltype(&::name)>(nullptr), \
+                                    [] { return ::simcuda::runtime::driver_function<decltype(&::name)>(#name); }); \
   }())
 
-#define SIMCUDA_RUNTIME_ENTER()                                                                    \
-  static std::atomic<int> simcuda_name_index_{::simcuda::kUnresolvedNameIndex};                    \
-  ::simcuda::EntryScope simcuda_entry_scope_(::simcuda::cached_name_index(simcuda_name_index_, __func__)); \
-  if (simcuda_entry_scope_.injected_error() != 0)                                          \
+#define SIMCUDA_RUNTIME_ENTER()                    \
+  SIMCUDA_ENTRY_SCOPE();                           \
+  if (simcuda_entry_scope_.injected_error() != 0) \
   return ::simcuda::runtime::finish(static_cast<cudaError_t>(simcuda_entry_scope_.injected_error()))
