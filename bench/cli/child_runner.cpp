@@ -104,6 +104,7 @@ std::string encode_outcome(const replay_outcome& o, const std::string& unavailab
       << "device_used_peak_bytes\t" << o.device_used_peak_bytes << "\n"
       << "ooms\t" << o.ooms << "\n"
       << "host_ns_per_op\t" << o.host_ns_per_op << "\n"
+      << "emulation_ns_per_op\t" << o.emulation_ns_per_op << "\n"
       << "longest_op_ns\t" << o.longest_op_ns << "\n"
       << "counters_available\t" << (o.counters_available ? 1 : 0) << "\n"
       << "device_allocs\t" << o.calls.allocs << "\n"
@@ -149,6 +150,7 @@ child_result decode_outcome(const std::string& text) {
       else if (key == "device_used_peak_bytes") o.device_used_peak_bytes = std::stoull(value);
       else if (key == "ooms") o.ooms = std::stoull(value);
       else if (key == "host_ns_per_op") o.host_ns_per_op = std::stod(value);
+      else if (key == "emulation_ns_per_op") o.emulation_ns_per_op = std::stod(value);
       else if (key == "longest_op_ns") o.longest_op_ns = std::stoull(value);
       else if (key == "counters_available") o.counters_available = value == "1";
       else if (key == "device_allocs") o.calls.allocs = std::stoull(value);

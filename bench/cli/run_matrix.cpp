@@ -81,6 +81,7 @@ void fill_from_outcome(result_row& row, const child_result& child, std::uint64_t
   row.peak_live_bytes = static_cast<double>(o.peak_live_bytes);
   row.host_ns_per_op = o.host_ns_per_op;
   row.longest_op_ns = static_cast<double>(o.longest_op_ns);
+  if (o.emulation_ns_per_op >= 0) row.emulation_ns_per_op = o.emulation_ns_per_op;
   row.ooms = static_cast<double>(o.ooms);
   row.events = static_cast<double>(o.events_replayed);
   if (o.counters_available) {

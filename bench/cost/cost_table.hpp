@@ -16,9 +16,10 @@ namespace fragless::bench {
 
 // Note [Cost model]
 // Estimated allocator time of a pass over a workload = the host time the replay measured
-// inside allocate/free calls (simcuda's device calls cost ~nothing there) + every device
-// call the allocator made during the pass, each at its price from the table. simcuda
-// counts calls per function but not their sizes; sizes are inferred: the bytes a pass
+// inside allocate/free calls (on simcuda less its emulation of the device calls, Note [Host
+// time without emulation] in replay/device_counters.hpp) + every device call the allocator
+// made during the pass, each at its price from the table. simcuda counts calls per
+// function but not their sizes; sizes are inferred: the bytes a pass
 // obtained (simcuda's bytes-in-use going up) over its cudaMalloc + cuMemCreate calls give
 // their mean size, the bytes it returned over cudaFree + cuMemRelease theirs, and map,
 // unmap and access calls are priced at the mean obtained size (one 2 MiB page when the

@@ -20,6 +20,8 @@ struct control_api {
   int (*set_capacity)(int, std::uint64_t) = nullptr;
   int (*set_cost_ns)(const char*, std::uint64_t) = nullptr;
   void (*set_auto_complete)(int) = nullptr;
+  int (*time_calls)(const char*, int) = nullptr;
+  std::uint64_t (*thread_emulation_ns)() = nullptr;
   bool loaded() const { return call_count != nullptr && reset_counters != nullptr && used_bytes != nullptr; }
 };
 
@@ -48,6 +50,8 @@ const control_api& simcuda() {
     resolve(library, "simcuda_set_capacity", a.set_capacity);
     resolve(library, "simcuda_set_cost_ns", a.set_cost_ns);
     resolve(library, "simcuda_set_auto_complete", a.set_auto_complete);
+    resolve(library, "simcuda_time_calls", a.time_calls);
+    resolve(library, "simcuda_thread_emulation_ns", a.thread_emulation_ns);
     return a;
   }();
   return loaded;
@@ -164,6 +168,15 @@ bool device_counters::set_call_cost_ns(const char* function_name, std::uint64_t 
 
 void device_counters::set_auto_complete(bool on) const {
   if (simulated() && simcuda().set_auto_complete != nullptr) simcuda().set_auto_complete(on ? 1 : 0);
+}
+
+bool device_counters::time_emulation(const char* function_name) const {
+  return simulated() && simcuda().time_calls != nullptr && simcuda().thread_emulation_ns != nullptr &&
+         simcuda().time_calls(function_name, 1) == 0;
+}
+
+std::uint64_t device_counters::thread_emulation_ns() const {
+  return simulated() && simcuda().thread_emulation_ns != nullptr ? simcuda().thread_emulation_ns() : 0;
 }
 
 }  // namespace fragless::bench

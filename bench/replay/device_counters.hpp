@@ -26,6 +26,17 @@ namespace fragless::bench {
 // Bytes in use without simcuda are cudaMemGetInfo's total - free: the whole device's,
 // other processes and the CUDA context included (Note [Memory generation]).
 
+// Note [Host time without emulation]
+// simcuda emulates each device call with host system calls (an mmap per cuMemMap, an
+// mprotect per cuMemSetAccess), a few microseconds that are simcuda's, not the allocator's
+// and not what a real driver spends: the cost model prices every call from a table measured
+// on a GPU (Note [Cost model]). So on simcuda the replayer asks for the priced functions to
+// be timed (simcuda's Note [Emulation time]) and subtracts the time its thread spent inside
+// them from each timed allocator call: host time is the allocator's own work, the same
+// for a peer that makes ten calls or ten thousand, and the emulation's time is reported
+// beside it. The interposer has no such clock: there (a real GPU) host time includes each
+// call's real price.
+
 // Note [Memory generation]
 // A number that changes whenever the device memory in use may have changed: simcuda's bytes
 // in use, or the interposer's count of allocating, freeing, mapping and unmapping calls
@@ -65,6 +76,10 @@ public:
   bool set_capacity(std::uint64_t bytes) const;
   bool set_call_cost_ns(const char* function_name, std::uint64_t nanoseconds) const;
   void set_auto_complete(bool on) const;
+  // Note [Host time without emulation]: times simcuda's calls of a function (false when
+  // not simulated); the calling thread's total time inside timed calls (0 when not).
+  bool time_emulation(const char* function_name) const;
+  std::uint64_t thread_emulation_ns() const;
 
   // Whether simcuda's control API is loaded in this process (whatever the selected source).
   static bool simcuda_control_loaded();

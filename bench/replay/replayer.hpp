@@ -19,7 +19,9 @@ namespace fragless::bench {
 
 // Note [Replay timing]
 // Each allocate/deallocate call is timed on its own with steady_clock and the times are
-// summed; per-operation time is that sum over the number of calls. Queries made for the
+// summed; per-operation time is that sum over the number of calls. On simcuda the time it
+// spent emulating the priced device calls inside a call is taken out (Note [Host time
+// without emulation] in device_counters.hpp) and reported apart. Queries made for the
 // measurements (reserved bytes, simcuda counters, the overlap checker) sit outside the
 // timed region, so every peer pays the same, zero, measurement overhead. Repetition 0
 // starts from a fresh process; later repetitions start with the cache the earlier ones
@@ -71,6 +73,10 @@ struct replay_outcome {
   std::uint64_t ooms = 0;
   std::string first_failure;  // the allocator's message for the first failed allocation
   double host_ns_per_op = 0.0;
+  // Note [Host time without emulation]: simcuda's time emulating the priced device calls,
+  // per operation, in the repetition host_ns_per_op is taken from; not part of it. -1 where
+  // nothing was timed (not simcuda).
+  double emulation_ns_per_op = -1.0;
   // The longest single allocation or free over all repetitions: a stall the median hides.
   std::uint64_t longest_op_ns = 0;
   device_call_counts calls;

@@ -15,6 +15,7 @@ const std::vector<row_field>& row_fields() {
        &r::reserved_minus_allocated_at_peak_bytes},
       {"host_ns_per_op", "ns/op", field_kind::nanoseconds, nullptr, &r::host_ns_per_op},
       {"longest_op_ns", nullptr, field_kind::nanoseconds, nullptr, &r::longest_op_ns},
+      {"emulation_ns_per_op", nullptr, field_kind::nanoseconds, nullptr, &r::emulation_ns_per_op},
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
       {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
       {"last_calling_pass", nullptr, field_kind::count, nullptr, &r::last_calling_pass},

@@ -22,6 +22,9 @@ struct result_row {
   std::optional<double> ratio_to_ideal;
   std::optional<double> host_ns_per_op;
   std::optional<double> longest_op_ns;  // the longest single call (Note [Host work])
+  // simcuda's time emulating priced device calls, per op: not in host_ns_per_op
+  // (Note [Host time without emulation]); empty where nothing was timed (a real GPU)
+  std::optional<double> emulation_ns_per_op;
   std::optional<double> device_calls;
   std::optional<double> syncs;
   std::optional<double> steady_calls;  // Note [Steady state]: device calls of the last repetition

@@ -86,6 +86,36 @@ TEST_CASE("cudaMalloc peer on a hand trace gives exact figures", "[bench][replay
   CHECK(compute_ideal(t).peak_live_rounded_bytes == 4096);
 }
 
+TEST_CASE("host time leaves out simcuda's emulation of priced calls and keeps their modelled cost",
+          "[bench][replay]") {
+  // Note [Host time without emulation]: the cudaMalloc peer only forwards to cudaMalloc and
+  // cudaFree, so nearly all the time of its calls is simcuda's emulation (mmaps of 64 MiB).
+  const trace t = read_text_trace(
+      "fragless-trace 1\na 0 67108864 0\na 1 67108864 0\nf 0\na 2 67108864 0\nf 1\nf 2\n", "emulated");
+  device_counters counters;
+  REQUIRE(counters.simulated());
+  const auto streams = create_replay_streams(1);
+  replay_options options;
+  options.repetitions = 3;
+  peer_creation peer = create_peer("cudamalloc", "");
+  REQUIRE(peer.allocator);
+  const replay_outcome plain = replay_trace(t, *peer.allocator, streams, options, counters);
+  CHECK(plain.status == "ok");
+  CHECK(plain.emulation_ns_per_op > 0);
+  CHECK(plain.emulation_ns_per_op > plain.host_ns_per_op);
+  // A modelled cost (--device-call-ns) is spent in the caller's time, not the emulation's:
+  // three cudaMalloc and three cudaFree at 1 ms each over six calls.
+  REQUIRE(counters.set_call_cost_ns("cudaMalloc", 1'000'000));
+  REQUIRE(counters.set_call_cost_ns("cudaFree", 1'000'000));
+  const replay_outcome costed = replay_trace(t, *peer.allocator, streams, options, counters);
+  CHECK(counters.set_call_cost_ns("cudaMalloc", 0));
+  CHECK(counters.set_call_cost_ns("cudaFree", 0));
+  CHECK(costed.status == "ok");
+  CHECK(costed.host_ns_per_op >= 1'000'000);
+  CHECK(costed.emulation_ns_per_op < 1'000'000);
+  destroy_replay_streams(streams);
+}
+
 TEST_CASE("steady-state calls per step: a caching allocator makes none once warm", "[bench][replay]") {
   // Two steps' worth of the same pattern; the whole trace is one step of Note [Steady state].
   const trace t = read_text_trace(

@@ -1,6 +1,7 @@
-// Fault injection, call counters and the cost model through the control API, and
-// not-supported functions answering an error code instead of aborting.
+// Fault injection, call counters, the cost model and emulation time through the control
+// API, and not-supported functions answering an error code instead of aborting.
 #include <chrono>
+#include <thread>
 
 #include "simcuda_test_support.h"
 
@@ -79,6 +80,54 @@ TEST_CASE("the cost model spends the configured time in every call") {
   auto spent = std::chrono::steady_clock::now() - started;
   CHECK(spent >= std::chrono::milliseconds(6));
   REQUIRE(simcuda_set_cost_ns("cudaGetDeviceCount", 0) == 0);
+}
+
+TEST_CASE("emulation time counts the timed functions' calls on this thread, less their modelled cost") {
+  require_simcuda();
+  REQUIRE(simcuda_time_calls("cudaMalloc", 1) == 0);
+  REQUIRE(simcuda_time_calls("cudaFree", 1) == 0);
+  CHECK(simcuda_time_calls("cudaNoSuchThing", 1) == -1);
+  // A timed call adds the time it spent, and no more than its whole duration.
+  void* pointer = nullptr;
+  std::uint64_t before = simcuda_thread_emulation_ns();
+  auto started = std::chrono::steady_clock::now();
+  REQUIRE(cudaMalloc(&pointer, 1 << 20) == cudaSuccess);
+  auto whole_ns = static_cast<std::uint64_t>((std::chrono::steady_clock::now() - started).count());
+  std::uint64_t spent = simcuda_thread_emulation_ns() - before;
+  CHECK(spent > 0);
+  CHECK(spent <= whole_ns);
+  // The modelled cost stays the caller's: 5 ms spent in cudaFree, not counted as emulation.
+  REQUIRE(simcuda_set_cost_ns("cudaFree", 5'000'000) == 0);
+  before = simcuda_thread_emulation_ns();
+  REQUIRE(cudaFree(pointer) == cudaSuccess);
+  CHECK(simcuda_thread_emulation_ns() - before < 5'000'000);
+  REQUIRE(simcuda_set_cost_ns("cudaFree", 0) == 0);
+  // An untimed function adds nothing, however long it takes.
+  REQUIRE(simcuda_set_cost_ns("cudaGetDeviceCount", 1'000'000) == 0);
+  int count = 0;
+  before = simcuda_thread_emulation_ns();
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  CHECK(simcuda_thread_emulation_ns() == before);
+  REQUIRE(simcuda_set_cost_ns("cudaGetDeviceCount", 0) == 0);
+  // Another thread's timed calls are its own.
+  before = simcuda_thread_emulation_ns();
+  std::uint64_t other_thread_spent = 0;
+  std::thread other([&] {
+    const std::uint64_t start = simcuda_thread_emulation_ns();
+    void* block = nullptr;
+    if (cudaMalloc(&block, 1 << 20) == cudaSuccess) cudaFree(block);
+    other_thread_spent = simcuda_thread_emulation_ns() - start;
+  });
+  other.join();
+  CHECK(other_thread_spent > 0);
+  CHECK(simcuda_thread_emulation_ns() == before);
+  // Untimed again, a call adds nothing.
+  REQUIRE(simcuda_time_calls("cudaMalloc", 0) == 0);
+  REQUIRE(simcuda_time_calls("cudaFree", 0) == 0);
+  before = simcuda_thread_emulation_ns();
+  REQUIRE(cudaMalloc(&pointer, 1 << 20) == cudaSuccess);
+  REQUIRE(cudaFree(pointer) == cudaSuccess);
+  CHECK(simcuda_thread_emulation_ns() == before);
 }
 
 TEST_CASE("functions simcuda does not implement answer not-supported and are counted") {

@@ -74,6 +74,14 @@ void simcuda_reset_counters(void);
 /* Extra host nanoseconds spent (busy-wait) in every call of the named function, to weigh
  * device calls in benchmarks. Also SIMCUDA_COST_NS="cudaMalloc:20000,cuMemMap:5000". */
 int simcuda_set_cost_ns(const char* function_name, uint64_t nanoseconds);
+/* Emulation time: simcuda emulates device calls with host system calls (mmap, mprotect)
+ * whose time a real driver does not spend. simcuda_time_calls(name, 1) times every
+ * top-level call of the named function from after its modelled cost to its return;
+ * simcuda_thread_emulation_ns() is the calling thread's total time inside timed calls so
+ * far, for a benchmark to subtract from its own timings. Returns 0, or -1 for an unknown
+ * function name. */
+int simcuda_time_calls(const char* function_name, int on);
+uint64_t simcuda_thread_emulation_ns(void);
 
 /* ---- device memory ---------------------------------------------------------------- */
 /* Capacity of a device (default SIMCUDA_MEMORY, itself default 80 GiB; number of devices

@@ -118,6 +118,15 @@ SIMCUDA_CONTROL int simcuda_set_cost_ns(const char* function_name, uint64_t nano
   return 0;
 }
 
+SIMCUDA_CONTROL int simcuda_time_calls(const char* function_name, int on) {
+  int index = function_name == nullptr ? -1 : calls::index_of(function_name);
+  if (index < 0) return -1;
+  calls::set_timed(index, on != 0);
+  return 0;
+}
+
+SIMCUDA_CONTROL uint64_t simcuda_thread_emulation_ns(void) { return calls::thread_emulation_ns(); }
+
 SIMCUDA_CONTROL int simcuda_set_capacity(int device, uint64_t bytes) {
   auto lock = lock_state();
   if (!valid_device_locked(device)) return -1;

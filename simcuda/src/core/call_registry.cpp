@@ -7,7 +7,8 @@
 // (simcuda_set_cost_ns and SIMCUDA_COST_NS), and logs the call when SIMCUDA_LOG=1.
 // Calls nested inside another entry point (the runtime implementing cudaMalloc with the
 // driver's cuMemAlloc_v2) are neither counted nor failed: a test that fails "cudaMalloc"
-// sees exactly the calls its program made.
+// sees exactly the calls its program made. It also times the top-level calls of the
+// functions a benchmark asked to time (Note [Emulation time]).
 #include "call_registry.h"
 
 #include <atomic>
@@ -48,6 +49,7 @@ struct Fault {
 struct Slot {
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> cost_ns{0};
+  std::atomic<bool> timed{false};  // Note [Emulation time]
   std::atomic<bool> has_faults{false};
   std::vector<Fault> faults;  // guarded by Registry::fault_mutex
 };
@@ -115,6 +117,19 @@ __attribute__((constructor)) void create_registry_at_load() { (void)registry(); 
 
 thread_local int entry_depth = 0;
 
+// Note [Emulation time]
+// simcuda emulates a device call on host memory with system calls (a cuMemMap is an mmap,
+// a cuMemSetAccess an mprotect, a cuMemUnmap an mmap over the range), which take
+// microseconds a real driver spends differently. A benchmark that prices device calls from
+// a table measured on a real GPU must not also count the emulation's time as the caller's
+// host time, so it asks for the functions it prices to be timed (simcuda_time_calls) and
+// subtracts what this thread spent inside them (simcuda_thread_emulation_ns) from its own
+// timings. The clock runs from after the modelled cost (simcuda_set_cost_ns, which stays
+// the caller's time) to the call's return; untimed functions never read the clock.
+thread_local bool timing_top_level_call = false;
+thread_local std::chrono::steady_clock::time_point timed_call_start;
+thread_local uint64_t emulation_ns_this_thread = 0;
+
 void busy_wait(uint64_t nanoseconds) {
   auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(nanoseconds);
   while (std::chrono::steady_clock::now() < until) {
@@ -130,6 +145,10 @@ int enter_top_level(int index) {
   if (self.log_calls) std::fprintf(stderr, "simcuda: call %s #%llu\n", kNames[index],
                                    static_cast<unsigned long long>(call_number));
   if (uint64_t cost = slot.cost_ns.load(std::memory_order_relaxed)) busy_wait(cost);
+  if (slot.timed.load(std::memory_order_relaxed)) {  // Note [Emulation time]
+    timing_top_level_call = true;
+    timed_call_start = std::chrono::steady_clock::now();
+  }
   if (!slot.has_faults.load(std::memory_order_acquire)) return 0;
   std::lock_guard<std::mutex> lock(self.fault_mutex);
   for (auto it = slot.faults.begin(); it != slot.faults.end(); ++it) {
@@ -191,6 +210,19 @@ void set_cost_ns(int index, uint64_t nanoseconds) {
   if (index >= 0 && index < kNameCount) registry().slots[index].cost_ns = nanoseconds;
 }
 
+void set_timed(int index, bool on) {
+  if (index >= 0 && index < kNameCount) registry().slots[index].timed = on;
+}
+
+uint64_t thread_emulation_ns() { return emulation_ns_this_thread; }
+
+// The top-level call of a timed function returns (Note [Emulation time]).
+void finish_timed_call() {
+  timing_top_level_call = false;
+  emulation_ns_this_thread +=
+      static_cast<uint64_t>((std::chrono::steady_clock::now() - timed_call_start).count());
+}
+
 }  // namespace simcuda::calls
 
 extern "C" {
@@ -204,7 +236,9 @@ int simcuda_core_enter(int name_index) {
   return depth == 0 ? simcuda::calls::enter_top_level(name_index) : 0;
 }
 
-void simcuda_core_leave(void) { --simcuda::calls::entry_depth; }
+void simcuda_core_leave(void) {
+  if (--simcuda::calls::entry_depth == 0 && simcuda::calls::timing_top_level_call) simcuda::calls::finish_timed_call();
+}
 
 void simcuda_core_log_unsupported(const char* function_name) {
   auto& self = simcuda::calls::registry();

@@ -17,5 +17,9 @@ void reset_counts();
 bool add_fault(int index, uint64_t nth, int error_code, bool from_nth);
 void clear_faults();
 void set_cost_ns(int index, uint64_t nanoseconds);
+// Note [Emulation time]: times the top-level calls of a function; the calling thread's
+// total time inside timed calls.
+void set_timed(int index, bool on);
+uint64_t thread_emulation_ns();
 
 }  // namespace simcuda::calls
