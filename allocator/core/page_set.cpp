@@ -78,4 +78,15 @@ std::size_t page_set::highest_below(std::size_t limit) const noexcept {
   return word_index * 64 + 63 - static_cast<std::size_t>(std::countl_zero(words_[word_index]));
 }
 
+void page_set::append_members(std::vector<std::size_t>& out) const {
+  out.reserve(out.size() + size_);
+  for (std::size_t summary_index = 0; summary_index < summary_.size(); ++summary_index) {
+    for (std::uint64_t words_left = summary_[summary_index]; words_left != 0; words_left &= words_left - 1) {
+      const std::size_t word_index = summary_index * 64 + static_cast<std::size_t>(std::countr_zero(words_left));
+      for (std::uint64_t bits = words_[word_index]; bits != 0; bits &= bits - 1)
+        out.push_back(word_index * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+    }
+  }
+}
+
 }  // namespace fragless::core

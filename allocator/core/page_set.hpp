@@ -54,6 +54,8 @@ class page_set {
   // Members in [first, end), and the lowest page of [first, end) that is not one (end:
   // none): a word of 64 pages at a time.
   std::size_t count_in(std::size_t first, std::size_t end) const noexcept;
+  // Appends every member to `out`, lowest first: the non-zero words through the summary.
+  void append_members(std::vector<std::size_t>& out) const;
   std::size_t first_absent(std::size_t first, std::size_t end) const noexcept;
 
  private:

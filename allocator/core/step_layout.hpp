@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace fragless::core {
@@ -38,12 +40,27 @@ enum class layout_order {
 inline constexpr layout_order kLayoutOrders[] = {layout_order::size_then_lifetime, layout_order::size_then_start,
                                                  layout_order::step, layout_order::size_class_then_step};
 
+inline constexpr std::size_t kLayoutOrderCount = std::size(kLayoutOrders);
+
+// Note [Layout race]: the spans of the orders laid out so far, shared by the orders of one
+// step; an order stops where it can no longer win.
+struct layout_race {
+  static constexpr std::size_t kRunning = SIZE_MAX;
+  static constexpr std::size_t kBeaten = SIZE_MAX;  // what a stopped order returns
+  std::atomic<std::size_t> finished_spans[kLayoutOrderCount] = {kRunning, kRunning, kRunning, kRunning};
+  // Whether an order whose layout spans `partial_span` so far can no longer be taken.
+  bool beaten(std::size_t order_index, std::size_t partial_span) const noexcept;
+};
+
 // Lays the blocks out in one order: sets every block's offset and returns the span.
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
 std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel);
 // The same with the placing sequence given: indices into `blocks`, each once.
+// With `race`, stops as order `order_index` once it cannot win and returns kBeaten (its
+// offsets then are partial).
 std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
-                       const std::atomic<bool>* cancel);
+                       const std::atomic<bool>* cancel, const layout_race* race = nullptr,
+                       std::size_t order_index = 0);
 
 // Lays the blocks out in every order of kLayoutOrders -- with `threads`, each order after
 // the first on a thread of its own (here, one after the other, where no thread can be

@@ -140,17 +140,48 @@ TEST_CASE("the narrowest layout is kept, the same on one thread or several", "[s
     constexpr std::size_t kPhases = 64;
     const std::vector<step_block> step = random_step(seed, 60, kPhases);
     std::size_t narrowest = SIZE_MAX;
+    std::vector<step_block> winner;  // the earliest order's layout among the narrowest
     for (layout_order order : kLayoutOrders) {
       std::vector<step_block> blocks = step;
-      narrowest = std::min(narrowest, lay_out(blocks, order, nullptr));
+      const std::size_t span = lay_out(blocks, order, nullptr);
+      if (span < narrowest) {
+        narrowest = span;
+        winner = blocks;
+      }
     }
     std::vector<step_block> one_thread = step, two_threads = step;
     CHECK(lay_out_narrowest(one_thread, nullptr, false) == narrowest);
     CHECK(lay_out_narrowest(two_threads, nullptr, true) == narrowest);
     CHECK(overlaps(one_thread, kPhases, narrowest) == 0);
-    for (std::size_t index = 0; index < step.size(); ++index)
+    // Note [Layout race]: orders stopped where they could no longer win leave the layout
+    // every order laid out in full would give.
+    for (std::size_t index = 0; index < step.size(); ++index) {
+      CHECK(one_thread[index].offset_bytes == winner[index].offset_bytes);
       CHECK(one_thread[index].offset_bytes == two_threads[index].offset_bytes);
+    }
   }
+}
+
+TEST_CASE("an order stops once a finished order's span beats it, earlier orders winning ties", "[step_layout]") {
+  fragless::core::layout_race race;
+  CHECK_FALSE(race.beaten(2, SIZE_MAX - 1));  // nothing finished yet
+  race.finished_spans[1].store(100);
+  CHECK_FALSE(race.beaten(0, 100));  // a tie goes to the earlier order
+  CHECK(race.beaten(0, 101));
+  CHECK(race.beaten(2, 100));  // a later order must be narrower
+  CHECK_FALSE(race.beaten(2, 99));
+  CHECK_FALSE(race.beaten(1, 1000));  // its own span does not count
+  // A serial layout stops: with the first order's span in, a worse order returns kBeaten.
+  const std::vector<step_block> step = random_step(5, 60, 64);
+  std::vector<step_block> first = step;
+  const std::size_t first_span = lay_out(first, kLayoutOrders[0], nullptr);
+  fragless::core::layout_race serial;
+  serial.finished_spans[0].store(first_span);
+  std::vector<step_block> again = step;
+  std::vector<std::size_t> same_sequence(step.size());
+  for (std::size_t index = 0; index < step.size(); ++index) same_sequence[index] = index;
+  const std::size_t span = fragless::core::lay_out_in(again, same_sequence, nullptr, &serial, 1);
+  CHECK((span == fragless::core::layout_race::kBeaten || span < first_span));
 }
 
 TEST_CASE("a cancelled layout stops at once", "[step_layout]") {

@@ -206,7 +206,8 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
 
 // page_set against std::set, the container it replaced: random inserts and erases, of
 // single pages and of ranges, over sizes around the word (64) and summary (4096)
-// boundaries, dense and sparse; after each batch, size, membership and the whole descending walk by highest_below must agree, and
+// boundaries, dense and sparse; after each batch, size, membership, the whole descending walk by highest_below and the
+// ascending list append_members gives must agree, and
 // highest_below from random limits must be the set's predecessor.
 TEST_CASE("page set agrees with std::set on random operations and range queries", "[page_set]") {
   std::mt19937_64 random(20261124);
@@ -244,6 +245,10 @@ TEST_CASE("page set agrees with std::set on random operations and range queries"
              page = set.highest_below(page))
           walked.push_back(page);
         REQUIRE(walked == std::vector<std::size_t>(oracle.rbegin(), oracle.rend()));
+        std::vector<std::size_t> members_ascending = {page_set::npos};  // appended after what is there
+        set.append_members(members_ascending);
+        members_ascending.erase(members_ascending.begin());
+        REQUIRE(members_ascending == std::vector<std::size_t>(oracle.begin(), oracle.end()));
         for (int probe = 0; probe < 64; ++probe) {
           const std::size_t limit = random() % (page_count + 2);
           auto at = oracle.lower_bound(limit);
