@@ -47,7 +47,10 @@ inline constexpr std::size_t kLayoutOrderCount = std::size(kLayoutOrders);
 struct layout_race {
   static constexpr std::size_t kRunning = SIZE_MAX;
   static constexpr std::size_t kBeaten = SIZE_MAX;  // what a stopped order returns
-  std::atomic<std::size_t> finished_spans[kLayoutOrderCount] = {kRunning, kRunning, kRunning, kRunning};
+  std::atomic<std::size_t> finished_spans[kLayoutOrderCount];
+  layout_race() noexcept {
+    for (std::atomic<std::size_t>& span : finished_spans) span.store(kRunning, std::memory_order_relaxed);
+  }
   // Whether an order whose layout spans `partial_span` so far can no longer be taken.
   bool beaten(std::size_t order_index, std::size_t partial_span) const noexcept;
 };

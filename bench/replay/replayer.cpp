@@ -171,8 +171,10 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     // Return what is still live; the cache stays for the next repetition (Note [Steady state]).
     // Not in ns/op (the trace never made these calls), but in the longest call: a plan may
     // start at one of them (Note [Host work]).
+    const std::uint64_t pass_emulation_ns = emulation_ns;  // nor in the emulation's figure
     for (auto& [id, block] : live)
       time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
+    emulation_ns = pass_emulation_ns;
     // The first repetition's count restarted at zero (counters.reset() above).
     const std::uint64_t pass_calls = counters.read().total() - (measuring ? 0 : calls_before.total());
     if (last && repetition > 0) outcome.steady_calls = static_cast<std::int64_t>(pass_calls);

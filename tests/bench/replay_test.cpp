@@ -52,6 +52,20 @@ public:
   int allocs = 0, frees = 0, releases = 0;
 };
 
+// A text trace replayed on simcuda's counters and streams, `repetitions` times a replay.
+struct text_replay {
+  trace t;
+  device_counters counters;
+  std::vector<stream_handle> streams;
+  replay_options options;
+  text_replay(const char* text, const char* name, int repetitions)
+      : t(read_text_trace(text, name)), streams(create_replay_streams(t.stream_count)) {
+    options.repetitions = repetitions;
+  }
+  ~text_replay() { destroy_replay_streams(streams); }
+  replay_outcome run(replay_allocator& allocator) { return replay_trace(t, allocator, streams, options, counters); }
+};
+
 }  // namespace
 
 TEST_CASE("cudaMalloc peer on a hand trace gives exact figures", "[bench][replay]") {
@@ -90,46 +104,37 @@ TEST_CASE("host time leaves out simcuda's emulation of priced calls and keeps th
           "[bench][replay]") {
   // Note [Host time without emulation]: the cudaMalloc peer only forwards to cudaMalloc and
   // cudaFree, so nearly all the time of its calls is simcuda's emulation (mmaps of 64 MiB).
-  const trace t = read_text_trace(
-      "fragless-trace 1\na 0 67108864 0\na 1 67108864 0\nf 0\na 2 67108864 0\nf 1\nf 2\n", "emulated");
-  device_counters counters;
-  REQUIRE(counters.simulated());
-  const auto streams = create_replay_streams(1);
-  replay_options options;
-  options.repetitions = 3;
+  text_replay replay("fragless-trace 1\na 0 67108864 0\na 1 67108864 0\nf 0\na 2 67108864 0\nf 1\nf 2\n",
+                     "emulated", 3);
+  REQUIRE(replay.counters.simulated());
   peer_creation peer = create_peer("cudamalloc", "");
   REQUIRE(peer.allocator);
-  const replay_outcome plain = replay_trace(t, *peer.allocator, streams, options, counters);
+  const replay_outcome plain = replay.run(*peer.allocator);
   CHECK(plain.status == "ok");
   CHECK(plain.emulation_ns_per_op > 0);
   CHECK(plain.emulation_ns_per_op > plain.host_ns_per_op);
   // A modelled cost (--device-call-ns) is spent in the caller's time, not the emulation's:
   // three cudaMalloc and three cudaFree at 1 ms each over six calls.
-  REQUIRE(counters.set_call_cost_ns("cudaMalloc", 1'000'000));
-  REQUIRE(counters.set_call_cost_ns("cudaFree", 1'000'000));
-  const replay_outcome costed = replay_trace(t, *peer.allocator, streams, options, counters);
-  CHECK(counters.set_call_cost_ns("cudaMalloc", 0));
-  CHECK(counters.set_call_cost_ns("cudaFree", 0));
+  REQUIRE(replay.counters.set_call_cost_ns("cudaMalloc", 1'000'000));
+  REQUIRE(replay.counters.set_call_cost_ns("cudaFree", 1'000'000));
+  const replay_outcome costed = replay.run(*peer.allocator);
+  CHECK(replay.counters.set_call_cost_ns("cudaMalloc", 0));
+  CHECK(replay.counters.set_call_cost_ns("cudaFree", 0));
   CHECK(costed.status == "ok");
   CHECK(costed.host_ns_per_op >= 1'000'000);
   CHECK(costed.emulation_ns_per_op < 1'000'000);
-  destroy_replay_streams(streams);
 }
 
 TEST_CASE("steady-state calls per step: a caching allocator makes none once warm", "[bench][replay]") {
   // Two steps' worth of the same pattern; the whole trace is one step of Note [Steady state].
-  const trace t = read_text_trace(
-      "fragless-trace 1\na 0 5000000 0\na 1 300000 0\na 2 9000000 0\nf 1\na 3 700000 0\nf 0\nf 2\nf 3\n", "steady");
-  device_counters counters;
-  REQUIRE(counters.available());
-  const auto streams = create_replay_streams(1);
-  replay_options options;
-  options.repetitions = 3;
+  text_replay replay(
+      "fragless-trace 1\na 0 5000000 0\na 1 300000 0\na 2 9000000 0\nf 1\na 3 700000 0\nf 0\nf 2\nf 3\n", "steady", 3);
+  REQUIRE(replay.counters.available());
   for (const char* name : {"fragless", "cudamalloc"}) {
     INFO(name);
     peer_creation peer = create_peer(name, "");
     REQUIRE(peer.allocator);
-    const replay_outcome o = replay_trace(t, *peer.allocator, streams, options, counters);
+    const replay_outcome o = replay.run(*peer.allocator);
     CHECK(o.status == "ok");
     CHECK(o.calls.total() > 0);  // the first repetition obtains memory
     if (std::string(name) == "fragless") {
@@ -140,12 +145,11 @@ TEST_CASE("steady-state calls per step: a caching allocator makes none once warm
       CHECK(o.last_calling_pass == 3);
     }
   }
-  options.repetitions = 1;
+  replay.options.repetitions = 1;
   peer_creation single = create_peer("cudamalloc", "");
-  const replay_outcome once = replay_trace(t, *single.allocator, streams, options, counters);
+  const replay_outcome once = replay.run(*single.allocator);
   CHECK(once.steady_calls == -1);
   CHECK(once.last_calling_pass == -1);
-  destroy_replay_streams(streams);
 }
 
 TEST_CASE("the cudaMalloc peer counts an OOM at the device capacity", "[bench][replay]") {
