@@ -74,19 +74,21 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
   std::vector<std::pair<double, double>> ns_per_op;
   bool emulation_timed = true;
   for (const char* function : costed_functions()) emulation_timed = counters.time_emulation(function) && emulation_timed;
-  std::uint64_t emulation_ns = 0;  // this repetition's, inside timed calls
-  // One allocator call, timed alone, less the time simcuda spent emulating device calls in
-  // it; the longest of them all is kept (Note [Host work]).
-  auto time_call = [&outcome, &counters, &emulation_ns](auto&& call) {
+  // One allocator call, timed alone: its own time, less the time simcuda spent emulating
+  // device calls in it, and that emulation; the longest own time of all is kept (Note [Host
+  // work]).
+  struct call_time {
+    std::uint64_t own_ns, emulated_ns;
+  };
+  auto time_call = [&outcome, &counters](auto&& call) {
     const std::uint64_t emulation_before = counters.thread_emulation_ns();
     const auto start = clock_type::now();
     call();
     const auto elapsed = static_cast<std::uint64_t>((clock_type::now() - start).count());
     const std::uint64_t emulated = counters.thread_emulation_ns() - emulation_before;
-    emulation_ns += emulated;
     const std::uint64_t ns = elapsed - std::min(elapsed, emulated);
     outcome.longest_op_ns = std::max(outcome.longest_op_ns, ns);
-    return ns;
+    return call_time{ns, emulated};
   };
 
   for (int repetition = 0; repetition < repetitions; ++repetition) {
@@ -101,7 +103,12 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     std::uint64_t last_generation = counters.memory_generation();
     std::uint64_t timed_ns = 0;
     std::uint64_t timed_ops = 0;
-    emulation_ns = 0;
+    std::uint64_t emulation_ns = 0;  // inside the timed calls
+    auto count_op = [&](call_time time) {
+      timed_ns += time.own_ns;
+      emulation_ns += time.emulated_ns;
+      ++timed_ops;
+    };
     if (measuring) counters.reset();
     pass_activity pass;
     for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]);
@@ -118,8 +125,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       if (options.host_work_ns != 0) do_host_work(options.host_work_ns);
       if (e.op == traces::trace_op::alloc) {
         void* pointer = nullptr;
-        timed_ns += time_call([&] { pointer = allocator.allocate(e.size_bytes, stream); });
-        ++timed_ops;
+        count_op(time_call([&] { pointer = allocator.allocate(e.size_bytes, stream); }));
         if (pointer == nullptr) {
           if (measuring && outcome.ooms++ == 0) {
             outcome.first_failure = "event " + std::to_string(i) + ": " + allocator.last_failure();
@@ -142,8 +148,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         live.erase(found);
         live_bytes -= block.size_bytes;
         if (measuring) checker.erase(reinterpret_cast<std::uintptr_t>(block.pointer));
-        timed_ns += time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
-        ++timed_ops;
+        count_op(time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); }));
       }
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
@@ -169,12 +174,10 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       outcome.timeline = sampler.take();
     }
     // Return what is still live; the cache stays for the next repetition (Note [Steady state]).
-    // Not in ns/op (the trace never made these calls), but in the longest call: a plan may
-    // start at one of them (Note [Host work]).
-    const std::uint64_t pass_emulation_ns = emulation_ns;  // nor in the emulation's figure
+    // Not in ns/op nor the emulation figure (the trace never made these calls), but in the
+    // longest call: a plan may start at one of them (Note [Host work]).
     for (auto& [id, block] : live)
       time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
-    emulation_ns = pass_emulation_ns;
     // The first repetition's count restarted at zero (counters.reset() above).
     const std::uint64_t pass_calls = counters.read().total() - (measuring ? 0 : calls_before.total());
     if (last && repetition > 0) outcome.steady_calls = static_cast<std::int64_t>(pass_calls);
