@@ -94,9 +94,11 @@ void device_cache::record_compaction_locked(const compaction_outcome& outcome) n
 // free through the last compaction_age_passes automatic passes.
 void device_cache::compact_if_due_locked() noexcept {
   if (settings_.conf.compact_threshold_bytes == unlimited_bytes) return;
-  const std::int64_t now = now_ns();
-  if (now - last_compaction_ns_ < settings_.compaction_interval_ns) return;
+  // This runs on every large allocation and free: the cached bytes first, then the coarse
+  // clock (a precise reading cost about 5 % of a steady corpus pass's host time).
   if (large_->cached_free_bytes() <= settings_.conf.compact_threshold_bytes) return;
+  const std::int64_t now = coarse_now_ns();
+  if (now - last_compaction_ns_ < settings_.compaction_interval_ns) return;
   last_compaction_ns_ = now;
   const compaction_outcome outcome =
       large_->compact(compaction_pass{false, true, settings_.conf.compact_threshold_bytes});
