@@ -82,9 +82,11 @@ bool event_pool::retired_work_pending(backend::stream_handle stand_in) noexcept 
 
 void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(standing_waits_, [stream](const auto& entry) {
-    return entry.first.first == stream || entry.first.second == stream;
-  });
+  const auto names_stream = [stream](const auto& entry) { return entry.first == stream; };
+  standing_waits_.erase(stream);
+  for (auto& [waiter, list] : standing_waits_) std::erase_if(list, names_stream);
+  // Note [Transitive waits]: no record carries a wait on a handle a new stream may get.
+  for (auto& [source, latest] : latest_records_) std::erase_if(latest.carried, names_stream);
   // Note [Shared records]: a new stream with this handle has recorded nothing.
   const auto latest = latest_records_.find(stream);
   if (latest == latest_records_.end()) return;
@@ -92,11 +94,40 @@ void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
   latest_records_.erase(latest);
 }
 
-void event_pool::note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source,
-                                           std::uint64_t tick) noexcept {
+std::uint64_t event_pool::standing_tick_locked(backend::stream_handle waiter,
+                                               backend::stream_handle source) const noexcept {
+  const auto row = standing_waits_.find(waiter);
+  if (row == standing_waits_.end()) return 0;
+  for (const auto& [from, tick] : row->second)
+    if (from == source) return tick;
+  return 0;
+}
+
+event_pool::standing_list event_pool::standing_waits_of_locked(backend::stream_handle source) const noexcept {
+  const auto row = standing_waits_.find(source);
+  if (row == standing_waits_.end()) return {};
   try {
-    std::uint64_t& standing = standing_waits_[{waiter, source}];
-    standing = std::max(standing, tick);
+    return row->second;
+  } catch (...) {
+    return {};  // carries nothing: later waits are only direct
+  }
+}
+
+void event_pool::note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source,
+                                           std::uint64_t tick, const standing_list& carried) noexcept {
+  try {
+    standing_list& list = standing_waits_[waiter];
+    const auto raise = [&list](backend::stream_handle from, std::uint64_t up_to) {
+      for (auto& [known, known_tick] : list) {
+        if (known != from) continue;
+        known_tick = std::max(known_tick, up_to);
+        return;
+      }
+      list.emplace_back(from, up_to);
+    };
+    raise(source, tick);
+    for (const auto& [from, up_to] : carried)  // Note [Transitive waits]
+      if (from != waiter) raise(from, up_to);
   } catch (...) {
     // No host memory to remember the wait: later reuses wait again.
   }
@@ -126,22 +157,25 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
   waited = false;
   recorded = false;
   retired_stream* retired = nullptr;
+  standing_list carried;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     retired = find_retired_locked(source);
     if (retired == nullptr && freed_at_tick != stream_set::kUnknownTick) {  // Note [Standing waits]
-      const auto standing = standing_waits_.find({waiter, source});
-      if (standing != standing_waits_.end() && standing->second >= freed_at_tick) return backend::status::ok;
+      if (standing_tick_locked(waiter, source) >= freed_at_tick) return backend::status::ok;
       // Note [Shared records]: an event recorded on the source after the free serves.
       const auto latest = latest_records_.find(source);
       if (latest != latest_records_.end() && latest->second.recorded_after_tick >= freed_at_tick) {
         const backend::status result = backend_.stream_wait_event(device_, waiter, latest->second.event);
         if (result != backend::status::ok) return result;
         waited = true;
-        note_standing_wait_locked(waiter, source, latest->second.recorded_after_tick);
+        note_standing_wait_locked(waiter, source, latest->second.recorded_after_tick, latest->second.carried);
         return result;
       }
     }
+    // Note [Transitive waits]: what the source has waited for so far, taken before its
+    // event below is recorded.
+    if (retired == nullptr) carried = standing_waits_of_locked(source);
   }
   if (retired != nullptr) {
     // Note [Retired streams]: wait on the event recorded as the stream was destroyed.
@@ -167,7 +201,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
   }
   waited = true;
   std::lock_guard<std::mutex> lock(mutex_);
-  note_standing_wait_locked(waiter, source, recorded_after_tick);
+  note_standing_wait_locked(waiter, source, recorded_after_tick, carried);
   // Note [Shared records]: the source's latest record now; the one it replaces goes back
   // to the pool.
   backend::event_handle replaced = event;
@@ -175,7 +209,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     latest_record& latest = latest_records_[source];
     if (latest.recorded_after_tick <= recorded_after_tick) {
       replaced = latest.event;
-      latest = latest_record{event, recorded_after_tick};
+      latest = latest_record{event, recorded_after_tick, std::move(carried)};
     }
   } catch (...) {
     // No host memory to keep it: the event goes back to the pool.

@@ -382,3 +382,101 @@ TEST_CASE("a new stream does not inherit a retired stream's standing waits", "[s
   for (void* block : {first, separator, tail}) f.instance->deallocate(block);
   check_consistency(f.cache().snapshot(), f.cache().stats());
 }
+
+namespace {
+
+// Blocks of distinct sizes, each followed by a live separator so that no two free ranges
+// merge: best fit then hands a request of a block's size exactly that block.
+constexpr std::size_t size_x = 12 << 20, size_x2 = 16 << 20, size_p = 8 << 20, size_q = 10 << 20;
+
+struct separated_blocks {
+  std::vector<void*> blocks, separators;
+  void* add(fixture& f, std::size_t bytes, void* stream) {
+    blocks.push_back(f.instance->allocate(bytes, 0, stream));
+    separators.push_back(f.instance->allocate(2 << 20, 0, stream));
+    return blocks.back();
+  }
+  void free_on(fixture& f, void* block, std::size_t bytes, void* stream) {
+    simcuda_launch(stream, block, bytes, 1);  // still writing it when it is freed
+    f.instance->deallocate(block);
+  }
+};
+
+}  // namespace
+
+// Note [Transitive waits]: C waits on an event B recorded after B waited on A, so C is
+// ordered after A's earlier frees too, and reuses one with no wait of its own.
+TEST_CASE("a wait carries the waits made before its event was recorded", "[streams][standing]") {
+  fixture f(false);
+  void* stream_c = create_stream(0);
+  separated_blocks on;
+  void* x = on.add(f, size_x, f.stream_a);
+  void* x2 = on.add(f, size_x2, f.stream_a);
+  void* p = on.add(f, size_p, f.stream_b);
+  on.free_on(f, x, size_x, f.stream_a);
+  on.free_on(f, x2, size_x2, f.stream_a);
+  void* on_b = f.instance->allocate(size_x, 0, f.stream_b);  // X: B waits on A
+  CHECK(on_b == x);
+  simcuda_launch(f.stream_b, on_b, size_x, 1);
+  on.free_on(f, p, size_p, f.stream_b);
+  void* on_c = f.instance->allocate(size_p, 0, stream_c);  // P: C waits on B, and so on A
+  CHECK(on_c == p);
+  simcuda_launch(stream_c, on_c, size_p, 1);
+  const std::uint64_t waits_before = simcuda_call_count("cudaStreamWaitEvent");
+  const std::uint64_t records_before = simcuda_call_count("cudaEventRecord");
+  void* again = f.instance->allocate(size_x2, 0, stream_c);  // X2: A freed it before B's wait
+  CHECK(again == x2);
+  simcuda_launch(stream_c, again, size_x2, 1);
+  CHECK(simcuda_call_count("cudaStreamWaitEvent") == waits_before);
+  CHECK(simcuda_call_count("cudaEventRecord") == records_before);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+  simcuda_complete_all();
+  for (void* block : {on_b, on_c, again}) f.instance->deallocate(block);
+  for (void* block : on.separators) f.instance->deallocate(block);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  f.instance->retire_stream(stream_c);
+  destroy_stream(stream_c);
+}
+
+// Only the waits made before the record: C waits on an event B recorded (for D) before B
+// waited on A, so A's free is not covered for C, which must wait for it (else C's kernel
+// races A's, which the oracle would report).
+TEST_CASE("a wait made after an event's record is not carried by it", "[streams][standing]") {
+  fixture f(false);
+  void* stream_c = create_stream(0);
+  void* stream_d = create_stream(0);
+  separated_blocks on;
+  void* p = on.add(f, size_p, f.stream_b);
+  void* q = on.add(f, size_q, f.stream_b);
+  void* x = on.add(f, size_x, f.stream_a);
+  void* x2 = on.add(f, size_x2, f.stream_a);
+  on.free_on(f, p, size_p, f.stream_b);
+  on.free_on(f, q, size_q, f.stream_b);
+  on.free_on(f, x, size_x, f.stream_a);
+  on.free_on(f, x2, size_x2, f.stream_a);
+  void* on_d = f.instance->allocate(size_p, 0, stream_d);  // P: an event recorded on B, before...
+  CHECK(on_d == p);
+  simcuda_launch(stream_d, on_d, size_p, 1);
+  void* on_b = f.instance->allocate(size_x, 0, f.stream_b);  // ...B waits on A (X)
+  CHECK(on_b == x);
+  simcuda_launch(f.stream_b, on_b, size_x, 1);
+  void* on_c = f.instance->allocate(size_q, 0, stream_c);  // Q: C waits on B's earlier event
+  CHECK(on_c == q);
+  simcuda_launch(stream_c, on_c, size_q, 1);
+  const std::uint64_t waits_before = simcuda_call_count("cudaStreamWaitEvent");
+  void* again = f.instance->allocate(size_x2, 0, stream_c);  // X2: C must wait on A itself
+  CHECK(again == x2);
+  simcuda_launch(stream_c, again, size_x2, 1);
+  CHECK(simcuda_call_count("cudaStreamWaitEvent") == waits_before + 1);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+  simcuda_complete_all();
+  for (void* block : {on_d, on_b, on_c, again}) f.instance->deallocate(block);
+  for (void* block : on.separators) f.instance->deallocate(block);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  for (void* stream : {stream_c, stream_d}) {
+    f.instance->retire_stream(stream);
+    destroy_stream(stream);
+  }
+}
