@@ -121,13 +121,12 @@ class event_pool {
   // not_ready, or error (nothing was recorded).
   backend::status retired_state_locked(retired_stream& record) noexcept;
   std::atomic<std::int64_t> created_{0};
-  // Note [Standing waits]: the order clock, and (waiter, source) -> the tick taken just
-  // before the event of the latest wait was recorded (under mutex_).
+  // Note [Standing waits]: the order clock.
   std::atomic<std::uint64_t> tick_{0};
-  // One stream's standing waits: (source, tick) pairs, one per source (a handful of
-  // streams: a list beats a table).
+  // One stream's standing waits: (source, the tick up to which its frees are waited for),
+  // one pair per source -- a handful of streams, so a list beats a table.
   using standing_list = std::vector<std::pair<backend::stream_handle, std::uint64_t>>;
-  std::unordered_map<backend::stream_handle, standing_list> standing_waits_;  // waiter -> its waits
+  std::unordered_map<backend::stream_handle, standing_list> standing_waits_;  // waiter -> its waits (under mutex_)
   // Note [Shared records]: source stream -> its latest recorded event, the tick taken just
   // before that record, and (Note [Transitive waits]) the source's standing waits then
   // (under mutex_).

@@ -18,6 +18,7 @@ inline std::int64_t now_ns() noexcept {
 }
 
 // Hot: about 5 ns against about 25 for now_ns() (no time-stamp counter read and scaling).
+// Where the coarse clock is missing, the precise reading of the same monotonic clock.
 inline std::int64_t coarse_now_ns() noexcept {
   timespec now{};
   if (clock_gettime(CLOCK_MONOTONIC_COARSE, &now) != 0) return now_ns();
