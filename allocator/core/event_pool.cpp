@@ -82,11 +82,10 @@ bool event_pool::retired_work_pending(backend::stream_handle stand_in) noexcept 
 
 void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto names_stream = [stream](const auto& entry) { return entry.first == stream; };
   standing_waits_.erase(stream);
-  for (auto& [waiter, list] : standing_waits_) std::erase_if(list, names_stream);
+  for (auto& [waiter, waits] : standing_waits_) waits.erase(stream);
   // Note [Transitive waits]: no record carries a wait on a handle a new stream may get.
-  for (auto& [source, latest] : latest_records_) std::erase_if(latest.carried, names_stream);
+  for (auto& [source, latest] : latest_records_) latest.carried.erase(stream);
   // Note [Shared records]: a new stream with this handle has recorded nothing.
   const auto latest = latest_records_.find(stream);
   if (latest == latest_records_.end()) return;
@@ -97,13 +96,10 @@ void event_pool::forget_standing_waits(backend::stream_handle stream) noexcept {
 std::uint64_t event_pool::standing_tick_locked(backend::stream_handle waiter,
                                                backend::stream_handle source) const noexcept {
   const auto row = standing_waits_.find(waiter);
-  if (row == standing_waits_.end()) return 0;
-  for (const auto& [from, tick] : row->second)
-    if (from == source) return tick;
-  return 0;
+  return row == standing_waits_.end() ? 0 : row->second.tick_of(source, 0);
 }
 
-event_pool::standing_list event_pool::standing_waits_of_locked(backend::stream_handle source) const noexcept {
+stream_set event_pool::standing_waits_of_locked(backend::stream_handle source) const noexcept {
   const auto row = standing_waits_.find(source);
   if (row == standing_waits_.end()) return {};
   try {
@@ -114,20 +110,14 @@ event_pool::standing_list event_pool::standing_waits_of_locked(backend::stream_h
 }
 
 void event_pool::note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source,
-                                           std::uint64_t tick, const standing_list& carried) noexcept {
+                                           std::uint64_t tick, const stream_set& carried) noexcept {
   try {
-    standing_list& list = standing_waits_[waiter];
-    const auto raise = [&list](backend::stream_handle from, std::uint64_t up_to) {
-      for (auto& [known, known_tick] : list) {
-        if (known != from) continue;
-        known_tick = std::max(known_tick, up_to);
-        return;
-      }
-      list.emplace_back(from, up_to);
-    };
-    raise(source, tick);
-    for (const auto& [from, up_to] : carried)  // Note [Transitive waits]
-      if (from != waiter) raise(from, up_to);
+    stream_set& waits = standing_waits_[waiter];  // each source keeps its larger tick
+    waits.insert(source, tick);
+    const auto sources = carried.streams();  // Note [Transitive waits]
+    const auto ticks = carried.freed_at_ticks();
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      if (sources[i] != waiter) waits.insert(sources[i], ticks[i]);
   } catch (...) {
     // No host memory to remember the wait: later reuses wait again.
   }
@@ -157,7 +147,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
   waited = false;
   recorded = false;
   retired_stream* retired = nullptr;
-  standing_list carried;
+  stream_set carried;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     retired = find_retired_locked(source);

@@ -123,17 +123,16 @@ class event_pool {
   std::atomic<std::int64_t> created_{0};
   // Note [Standing waits]: the order clock.
   std::atomic<std::uint64_t> tick_{0};
-  // One stream's standing waits: (source, the tick up to which its frees are waited for),
-  // one pair per source -- a handful of streams, so a list beats a table.
-  using standing_list = std::vector<std::pair<backend::stream_handle, std::uint64_t>>;
-  std::unordered_map<backend::stream_handle, standing_list> standing_waits_;  // waiter -> its waits (under mutex_)
+  // waiter -> its standing waits: each source with the tick up to which its frees are
+  // waited for (under mutex_).
+  std::unordered_map<backend::stream_handle, stream_set> standing_waits_;
   // Note [Shared records]: source stream -> its latest recorded event, the tick taken just
   // before that record, and (Note [Transitive waits]) the source's standing waits then
   // (under mutex_).
   struct latest_record {
     backend::event_handle event = nullptr;
     std::uint64_t recorded_after_tick = 0;
-    standing_list carried;
+    stream_set carried;
   };
   std::unordered_map<backend::stream_handle, latest_record> latest_records_;
   // Under mutex_: puts `event` back in the pool (destroys it when the pool cannot grow).
@@ -141,11 +140,11 @@ class event_pool {
   // Under mutex_: the tick up to which `waiter` is ordered after `source`'s frees (0: none).
   std::uint64_t standing_tick_locked(backend::stream_handle waiter, backend::stream_handle source) const noexcept;
   // Under mutex_: `source`'s standing waits (empty when no host memory: it then carries less).
-  standing_list standing_waits_of_locked(backend::stream_handle source) const noexcept;
+  stream_set standing_waits_of_locked(backend::stream_handle source) const noexcept;
   // Under mutex_: remembers `waiter`'s wait on an event of `source` recorded after `tick`,
   // and the waits that event carries (Note [Standing waits], Note [Transitive waits]).
   void note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source, std::uint64_t tick,
-                                 const standing_list& carried) noexcept;
+                                 const stream_set& carried) noexcept;
 };
 
 }  // namespace fragless::core

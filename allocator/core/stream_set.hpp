@@ -1,6 +1,7 @@
 // A small set of streams: the streams whose queued work may still touch a free range
 // (see Note [Stream reuse] in device_cache_free.cpp), each with the order tick of its
-// latest free into the range (Note [Standing waits], event_pool.hpp).
+// latest free into the range (Note [Standing waits], event_pool.hpp); the event pool also
+// keeps a stream's standing waits in one, each source with the tick waited up to.
 // Invariant: sorted by stream, no duplicates; a stream's tick is the largest it was given.
 // Up to kInline streams live inside the object (the common case: one stream), so copying
 // free ranges around the large pool allocates no host memory.
@@ -41,6 +42,13 @@ class stream_set {
   bool contains(stream_id stream) const noexcept {
     const auto all = streams();
     return std::binary_search(all.begin(), all.end(), stream);
+  }
+  // The tick of `stream`, or `absent` when it is not in the set.
+  std::uint64_t tick_of(stream_id stream, std::uint64_t absent) const noexcept {
+    const auto all = streams();
+    const auto found = std::lower_bound(all.begin(), all.end(), stream);
+    return found != all.end() && *found == stream ? freed_at_ticks()[static_cast<std::size_t>(found - all.begin())]
+                                                  : absent;
   }
   // True when work on streams other than `stream` may still touch the range.
   bool foreign_to(stream_id stream) const noexcept {
@@ -86,6 +94,28 @@ class stream_set {
     clear();
     for (std::size_t i = 0; i < all.size(); ++i) insert(all[i] == from ? to : all[i], ticks[i]);
     return true;
+  }
+  // Removes `stream` if it is there (Note [Retired streams]).
+  void erase(stream_id stream) noexcept {
+    const auto all = streams();
+    const auto found = std::lower_bound(all.begin(), all.end(), stream);
+    if (found == all.end() || *found != stream) return;
+    const auto at = found - all.begin();
+    if (size_ <= kInline) {
+      std::move(inline_.begin() + at + 1, inline_.begin() + static_cast<std::ptrdiff_t>(size_), inline_.begin() + at);
+      std::move(inline_ticks_.begin() + at + 1, inline_ticks_.begin() + static_cast<std::ptrdiff_t>(size_),
+                inline_ticks_.begin() + at);
+      --size_;
+      return;
+    }
+    overflow_.erase(overflow_.begin() + at);
+    overflow_ticks_.erase(overflow_ticks_.begin() + at);
+    size_ = overflow_.size();
+    if (size_ > kInline) return;
+    std::copy(overflow_.begin(), overflow_.end(), inline_.begin());  // back inside the object
+    std::copy(overflow_ticks_.begin(), overflow_ticks_.end(), inline_ticks_.begin());
+    overflow_.clear();
+    overflow_ticks_.clear();
   }
   void merge(const stream_set& other) {
     const auto others = other.streams();

@@ -201,6 +201,18 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
     set.stamp(1000 + round);
     for (auto& [value, tick] : expected) tick = 1000 + round;
     check_against(set, expected);
+
+    // tick_of and erase (a stream's standing waits, Note [Transitive waits]).
+    for (std::uintptr_t value = 0; value < 10; ++value) {
+      const auto found = expected.find(value);
+      REQUIRE(set.tick_of(reinterpret_cast<void*>(value), 7) == (found == expected.end() ? 7 : found->second));
+    }
+    const std::uintptr_t gone = random() % 10;
+    set.erase(reinterpret_cast<void*>(gone));
+    expected.erase(gone);
+    check_against(set, expected);
+    for (auto& [value, tick] : expected) set.erase(reinterpret_cast<void*>(value));
+    REQUIRE(set.empty());
   }
 }
 
