@@ -114,10 +114,7 @@ void event_pool::note_standing_wait_locked(backend::stream_handle waiter, backen
   try {
     stream_set& waits = standing_waits_[waiter];  // each source keeps its larger tick
     waits.insert(source, tick);
-    const auto sources = carried.streams();  // Note [Transitive waits]
-    const auto ticks = carried.freed_at_ticks();
-    for (std::size_t i = 0; i < sources.size(); ++i)
-      if (sources[i] != waiter) waits.insert(sources[i], ticks[i]);
+    waits.merge_except(carried, waiter);  // Note [Transitive waits]
   } catch (...) {
     // No host memory to remember the wait: later reuses wait again.
   }

@@ -177,14 +177,34 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
       REQUIRE(set.contains(reinterpret_cast<void*>(value)) == (expected.count(value) == 1));
     REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || (expected.size() == 1 && expected.count(1) == 1)));
 
-    const std::uintptr_t merged_value = 1 + random() % 6;
-    const std::uint64_t merged_tick = random() % 100;
-    stream_set other(reinterpret_cast<void*>(merged_value), merged_tick);
-    other.merge(set);
-    std::map<std::uintptr_t, std::uint64_t> merged = expected;
-    auto [at, fresh] = merged.emplace(merged_value, merged_tick);
-    if (!fresh) at->second = std::max(at->second, merged_tick);
-    check_against(other, merged);
+    // Merges into a set of 0-6 other streams, with and without a skipped stream (a
+    // waiter's own, Note [Transitive waits]): the merged set against the two maps joined.
+    for (const bool skipping : {false, true}) {
+      stream_set other;
+      std::map<std::uintptr_t, std::uint64_t> merged;
+      const int other_count = static_cast<int>(random() % 7);
+      for (int i = 0; i < other_count; ++i) {
+        const std::uintptr_t value = 1 + random() % 6;
+        const std::uint64_t tick = random() % 100;
+        other.insert(reinterpret_cast<void*>(value), tick);
+        auto [at, fresh] = merged.emplace(value, tick);
+        if (!fresh) at->second = std::max(at->second, tick);
+      }
+      const std::uintptr_t skipped = 1 + random() % 6;
+      if (skipping) {
+        other.merge_except(set, reinterpret_cast<void*>(skipped));
+      } else {
+        other.merge(set);
+      }
+      for (const auto& [value, tick] : expected) {
+        if (skipping && value == skipped) continue;
+        auto [at, fresh] = merged.emplace(value, tick);
+        if (!fresh) at->second = std::max(at->second, tick);
+      }
+      check_against(other, merged);
+      other.merge(other);  // with itself: nothing changes
+      check_against(other, merged);
+    }
 
     const std::uintptr_t from = 1 + random() % 5;
     const std::uintptr_t to = 1 + random() % 8;
