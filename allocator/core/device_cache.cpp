@@ -211,7 +211,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
-    const small_pool_sums sums = sum_small_stats();
+    const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     sample_peaks_locked(sums);
   }
@@ -238,7 +238,7 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
       address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
     }
     if (exact_start) end_exact_start_if_due_locked();
-    const small_pool_sums sums = sum_small_stats();
+    const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     if (size_bytes >= settings_.conf.max_split_bytes) stats_.oversize_allocations.increase(1);
     stats_.allocation[pool_large].increase(1);

@@ -146,8 +146,10 @@ class device_cache {
   void return_slab_locked(stream_shard& shard, slab* released) noexcept;
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
   void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
-  // The small-pool part of the per-allocation stats, summed over shards.
-  small_pool_sums sum_small_stats();
+  // The small-pool part of the per-allocation stats, summed over shards; with
+  // `currents_only`, only each sum's `current` (all that peaks and live counts read: a
+  // third of the loads, at every large allocation).
+  small_pool_sums sum_small_stats(bool currents_only = false);
   // Holds stats_mutex_: folds the current totals into the small/all peaks.
   void sample_peaks_locked(const small_pool_sums& sums) noexcept;
   std::vector<void*> record_use_events(const live_block& block) noexcept;

@@ -32,7 +32,7 @@ void for_each_per_allocation_stat(Visit&& visit) {
 
 }  // namespace
 
-small_pool_sums device_cache::sum_small_stats() {
+small_pool_sums device_cache::sum_small_stats(bool currents_only) {
   small_pool_sums sums;
   std::shared_lock<std::shared_mutex> lock(shards_mutex_);
   for (auto& [stream, shard] : shards_)
@@ -40,6 +40,7 @@ small_pool_sums device_cache::sum_small_stats() {
       const shard_stat& counter = shard->counters().*shard_field;
       stat& sum = sums.*sum_field;
       sum.current += counter.current.load(std::memory_order_relaxed);
+      if (currents_only) return;
       sum.allocated += counter.allocated.load(std::memory_order_relaxed);
       sum.freed += counter.freed.load(std::memory_order_relaxed);
     });
@@ -56,13 +57,13 @@ void device_cache::sample_peaks_locked(const small_pool_sums& sums) noexcept {
 }
 
 std::int64_t device_cache::active_blocks() {
-  const small_pool_sums sums = sum_small_stats();
+  const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   return sums.active.current + stats_.active[pool_large].current;
 }
 
 void device_cache::reset_peak_stats() {
-  const small_pool_sums sums = sum_small_stats();
+  const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.reset_peak();
   for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
