@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/step_layout.hpp"
 #include "core/stream_set.hpp"
 
 namespace fragless::core {
@@ -171,7 +172,7 @@ class loop_plan {
 
   // Note [Layout threads]: a step of at least this many blocks is laid out on threads of
   // its own (with `layout_threads`, the loop_plan_threads option) while the loop goes on.
-  static constexpr std::size_t kLayoutThreadBlocks = 256;
+  static constexpr std::size_t kLayoutThreadBlocks = core::kLayoutThreadBlocks;
 
   // Note [Loop plans]: a plan's span may exceed the step's peak live bytes by
   // `headroom_fraction` (the loop_plan_headroom option), or by up to

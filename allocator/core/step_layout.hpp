@@ -1,10 +1,11 @@
 // Step layout: the offline half of a loop plan (Note [Loop plans] in loop_plan.hpp). Given
 // the blocks of one step -- sizes and lifetimes, which may wrap past the step's end -- it
 // gives every block an offset so that no two blocks whose lifetimes meet overlap, trying
-// several orders and keeping the narrowest layout (Note [Layout orders]).
+// several orders, keeping the narrowest layout (Note [Layout orders]) and refining it
+// (Note [Layout refinement]).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
-// same layout, on one thread or several.
+// same layout, on one thread or several; refining never widens a layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
 #pragma once
 
@@ -55,6 +56,9 @@ struct layout_race {
   bool beaten(std::size_t order_index, std::size_t partial_span) const noexcept;
 };
 
+// The placing sequence of `order`: indices into `blocks`, each once.
+std::vector<std::size_t> placing_order(const std::vector<step_block>& blocks, layout_order order);
+
 // Lays the blocks out in one order: sets every block's offset and returns the span.
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
 std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel);
@@ -65,10 +69,26 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
                        const std::atomic<bool>* cancel, const layout_race* race = nullptr,
                        std::size_t order_index = 0);
 
+// Note [Layout threads] (loop_plan.cpp): a step of at least this many blocks is laid out
+// on threads of its own while the loop goes on; a smaller one on the allocating thread,
+// whose time its refinement spends (Note [Layout refinement]).
+inline constexpr std::size_t kLayoutThreadBlocks = 256;
+
+// The most bytes the step's blocks hold at once: no layout is narrower.
+std::size_t step_peak_bytes(const std::vector<step_block>& blocks);
+
+// Note [Layout refinement]: `blocks` laid out in `sequence` span `span_bytes`; lays them
+// out again with the blocks that end above the step's peak moved to the front of the
+// sequence, a few times (fewer for larger steps, and a small step stops after a few that
+// narrow nothing), keeping in `blocks` the narrowest layout seen. Returns its span (0
+// when cancelled).
+std::size_t refine_layout(std::vector<step_block>& blocks, std::vector<std::size_t> sequence, std::size_t span_bytes,
+                          const std::atomic<bool>* cancel);
+
 // Lays the blocks out in every order of kLayoutOrders -- with `threads`, each order after
 // the first on a thread of its own (here, one after the other, where no thread can be
-// had) -- and keeps the narrowest layout in `blocks`; returns its span (0 when cancelled).
-// Throws only std::bad_alloc.
+// had) -- keeps the narrowest layout and refines it (refine_layout), in `blocks`; returns
+// its span (0 when cancelled). Throws only std::bad_alloc.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads);
 
 }  // namespace fragless::core
