@@ -469,17 +469,9 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
     block.second_end = wraps ? phase : 0;
   }
   // Closed: every block made in the step is freed within one step.
-  std::vector<std::int64_t> live_change(step_tokens + 1, 0);
-  for (const step_block& block : blocks) {
+  for (const step_block& block : blocks)
     if (block.first_end == SIZE_MAX) return "not closed";
-    const auto bytes = static_cast<std::int64_t>(block.size_bytes);
-    live_change[block.first_begin] += bytes;
-    live_change[block.first_end] -= bytes;
-    if (block.second_end > 0) {
-      live_change[0] += bytes;
-      live_change[block.second_end] -= bytes;
-    }
-  }
+  const std::vector<std::int64_t> live_change = step_live_changes(blocks, step_tokens);
   // Placing starts after the event that leaves the least live bytes: there the blocks
   // placed before the plan overlap its first planned blocks the least.
   std::int64_t live = 0, peak = 0, least = INT64_MAX;

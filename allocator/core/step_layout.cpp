@@ -192,9 +192,7 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
   return refine_layout(blocks, std::move(sequences[best]), spans[best], cancel);
 }
 
-std::size_t step_peak_bytes(const std::vector<step_block>& blocks) {
-  std::size_t phases = 0;
-  for (const step_block& block : blocks) phases = std::max(phases, block.first_end);
+std::vector<std::int64_t> step_live_changes(const std::vector<step_block>& blocks, std::size_t phases) {
   std::vector<std::int64_t> live_change(phases + 1, 0);
   for (const step_block& block : blocks) {
     const auto bytes = static_cast<std::int64_t>(block.size_bytes);
@@ -205,8 +203,14 @@ std::size_t step_peak_bytes(const std::vector<step_block>& blocks) {
       live_change[block.second_end] -= bytes;
     }
   }
+  return live_change;
+}
+
+std::size_t step_peak_bytes(const std::vector<step_block>& blocks) {
+  std::size_t phases = 0;
+  for (const step_block& block : blocks) phases = std::max(phases, block.first_end);
   std::int64_t live = 0, peak = 0;
-  for (const std::int64_t change : live_change) {
+  for (const std::int64_t change : step_live_changes(blocks, phases)) {
     live += change;
     peak = std::max(peak, live);
   }

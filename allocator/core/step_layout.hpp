@@ -74,6 +74,9 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
 // whose time its refinement spends (Note [Layout refinement]).
 inline constexpr std::size_t kLayoutThreadBlocks = 256;
 
+// How the step's live bytes change at each of its `phases` phases (one entry more, for the
+// ends at the step's end). Precondition: every block's lifetime is known and within them.
+std::vector<std::int64_t> step_live_changes(const std::vector<step_block>& blocks, std::size_t phases);
 // The most bytes the step's blocks hold at once: no layout is narrower.
 std::size_t step_peak_bytes(const std::vector<step_block>& blocks);
 

@@ -117,10 +117,9 @@ class stream_set {
     overflow_.clear();
     overflow_ticks_.clear();
   }
-  // Adds every stream of `other` (each keeps the larger tick). Linear in both sizes, and
-  // allocates only when a stream is new to an overflowing set: a set that already names
+  // Adds every stream of `other` (each keeps the larger tick). A set that already names
   // every stream of `other` (a standing wait raised again, a range freed again by the same
-  // streams) only takes the larger ticks.
+  // streams) only takes the larger ticks, in one linear pass with no allocation.
   void merge(const stream_set& other) { merge_skipping(other, nullptr, false); }
   // The same without `skipped` (a waiter's own stream, Note [Transitive waits]).
   void merge_except(const stream_set& other, stream_id skipped) { merge_skipping(other, skipped, true); }
@@ -147,63 +146,22 @@ class stream_set {
     const auto their_ticks = other.freed_at_ticks();
     const auto ours = streams();
     const auto our_ticks = ticks();
-    // First pass: raise the ticks of streams both sets name, count the new ones.
-    std::size_t fresh = 0;
+    // Raise the ticks of streams both sets name, and note whether any is new.
+    bool any_new = false;
     for (std::size_t i = 0, j = 0; j < theirs.size(); ++j) {
       if (skipping && theirs[j] == skipped) continue;
       while (i < ours.size() && ours[i] < theirs[j]) ++i;
       if (i < ours.size() && ours[i] == theirs[j]) {
         our_ticks[i] = std::max(our_ticks[i], their_ticks[j]);
       } else {
-        ++fresh;
+        any_new = true;
       }
     }
-    if (fresh == 0) return;
-    // Second pass, from the back: the merged set has size_ + fresh streams (the common ones
-    // already hold the larger tick).
-    const std::size_t merged_size = size_ + fresh;
-    std::array<stream_id, kInline> inline_streams{};
-    std::array<std::uint64_t, kInline> inline_merged_ticks{};
-    std::vector<stream_id> overflow_streams;
-    std::vector<std::uint64_t> overflow_merged_ticks;
-    std::span<stream_id> into;
-    std::span<std::uint64_t> into_ticks;
-    if (merged_size <= kInline) {
-      into = std::span<stream_id>(inline_streams.data(), merged_size);
-      into_ticks = std::span<std::uint64_t>(inline_merged_ticks.data(), merged_size);
-    } else {
-      overflow_streams.resize(merged_size);
-      overflow_merged_ticks.resize(merged_size);
-      into = overflow_streams;
-      into_ticks = overflow_merged_ticks;
-    }
-    std::size_t i = ours.size(), j = theirs.size(), k = merged_size;
-    while (k > 0) {
-      if (j > 0 && skipping && theirs[j - 1] == skipped) {
-        --j;
-        continue;
-      }
-      if (j > 0 && i > 0 && ours[i - 1] == theirs[j - 1]) --j;  // ours holds the larger tick
-      if (j > 0 && (i == 0 || ours[i - 1] < theirs[j - 1])) {
-        --k;
-        --j;
-        into[k] = theirs[j];
-        into_ticks[k] = their_ticks[j];
-      } else {
-        --k;
-        --i;
-        into[k] = ours[i];
-        into_ticks[k] = our_ticks[i];
-      }
-    }
-    if (merged_size <= kInline) {
-      inline_ = inline_streams;
-      inline_ticks_ = inline_merged_ticks;
-    } else {
-      overflow_ = std::move(overflow_streams);
-      overflow_ticks_ = std::move(overflow_merged_ticks);
-    }
-    size_ = merged_size;
+    if (!any_new) return;
+    // Streams new to the set: inserted one by one (the rarer case; those already there
+    // hold the larger tick and are left as they are by insert).
+    for (std::size_t j = 0; j < theirs.size(); ++j)
+      if (!(skipping && theirs[j] == skipped)) insert(theirs[j], their_ticks[j]);
   }
   std::span<std::uint64_t> ticks() noexcept {
     return size_ <= kInline ? std::span<std::uint64_t>(inline_ticks_.data(), size_) : std::span<std::uint64_t>(overflow_ticks_);
