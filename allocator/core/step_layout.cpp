@@ -1,6 +1,9 @@
-// Step layout: several greedy orders, the narrowest layout kept (Note [Layout orders]) and
-// refined (Note [Layout refinement]).
+// Step layout: several greedy orders, the narrowest layout kept (Note [Layout orders]),
+// refined (Note [Layout refinement]) and searched once more where it stays above the step's
+// peak (Note [Skyline layout] in skyline_layout.cpp).
 #include "core/step_layout.hpp"
+
+#include "core/skyline_layout.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -189,7 +192,9 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic
     if (spans[index] < spans[best]) best = index;
   }
   blocks = std::move(laid_out[best]);
-  return refine_layout(blocks, std::move(sequences[best]), spans[best], cancel);
+  const std::size_t refined_span = refine_layout(blocks, std::move(sequences[best]), spans[best], cancel);
+  if (refined_span == 0) return 0;  // cancelled
+  return skyline_layout(blocks, refined_span, cancel);  // Note [Skyline layout]
 }
 
 std::vector<std::int64_t> step_live_changes(const std::vector<step_block>& blocks, std::size_t phases) {

@@ -1,11 +1,12 @@
 // Step layout: the offline half of a loop plan (Note [Loop plans] in loop_plan.hpp). Given
 // the blocks of one step -- sizes and lifetimes, which may wrap past the step's end -- it
 // gives every block an offset so that no two blocks whose lifetimes meet overlap, trying
-// several orders, keeping the narrowest layout (Note [Layout orders]) and refining it
-// (Note [Layout refinement]).
+// several orders, keeping the narrowest layout (Note [Layout orders]), refining it (Note
+// [Layout refinement]) and, where it is still wider than the step's peak, searching once
+// more (Note [Skyline layout], skyline_layout.hpp).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
-// same layout, on one thread or several; refining never widens a layout.
+// same layout, on one thread or several; refining and the search never widen a layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
 #pragma once
 
@@ -90,8 +91,9 @@ std::size_t refine_layout(std::vector<step_block>& blocks, std::vector<std::size
 
 // Lays the blocks out in every order of kLayoutOrders -- with `threads`, each order after
 // the first on a thread of its own (here, one after the other, where no thread can be
-// had) -- keeps the narrowest layout and refines it (refine_layout), in `blocks`; returns
-// its span (0 when cancelled). Throws only std::bad_alloc.
+// had) -- keeps the narrowest layout, refines it (refine_layout) and searches on from it
+// (skyline_layout), in `blocks`; returns its span (0 when cancelled). Throws only
+// std::bad_alloc.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads);
 
 }  // namespace fragless::core
