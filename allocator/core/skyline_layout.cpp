@@ -11,37 +11,53 @@ namespace {
 // Note [Skyline layout]
 // The greedy orders (Note [Layout orders]) fix a sequence and put each block in the
 // smallest gap it fits; refining (Note [Layout refinement]) changes the sequence. Where a
-// step still ends above its peak, it is laid out once more the other way round: the place
+// step still ends above its peak, it is laid out again the other way round: the place
 // decides the block. The skyline -- at each phase of the step, the top of the blocks
 // placed there -- gives each unplaced block its floor, the highest top over its lifetime;
-// at each turn the block with the lowest floor is placed on it (among equal floors the one
-// that lives longest, then the largest, then the first), the way rectangles are packed
-// from the bottom. Nothing goes under the skyline, so a layout under way needs at least
-// the skyline plus the unplaced blocks' live bytes at some phase: where that reaches the
-// narrowest span known, the search backs up to the latest turn and takes its second
-// block instead (kSkylineWidth). It takes at most kSkylineDives times the blocks' count of
+// at each turn the block with the lowest floor is placed on it, the way rectangles are
+// packed from the bottom. Among equal floors a preference decides (then the first block):
+// first the longest-lived block (then the largest), and where that leaves the step above
+// its peak, a second search prefers the most bytes x phases (kSkylinePreferences). Nothing
+// goes under the skyline, so a layout under way needs at least the skyline plus the
+// unplaced blocks' live bytes at some phase: where that reaches the narrowest span known,
+// the search backs up to the latest turn and takes its second block instead
+// (kSkylineWidth). Each search takes at most kSkylineDives times the blocks' count of
 // turns, and no more than kSkylineBlockVisits over that count (each turn visits every
 // unplaced block), so a step above 5,656 blocks is not searched: such steps are training
 // steps, which the orders lay out within a fraction of a percent of their peak. It stops
 // at the step's peak, which no layout beats. A layout is kept only if narrower than the
-// one it started from; the search is serial and its choices fixed, so the same blocks
-// give the same layout.
+// one it started from; the searches are serial and their choices fixed, so the same
+// blocks give the same layout.
 // Why: an order places a block before it knows what will lie beside it. An exact solver
 // (CP-SAT, offline) laid out at exactly their peak all 12 of the steps of fewer than
 // kLayoutThreadBlocks blocks that the orders and refining had left 1.007-1.036x their peak,
 // among the 123 first layouts of corpus seeds 101-115 (a debug dump, not committed); the
-// other three such steps stay 1.16x (where the solver found nothing narrower). The skyline
-// reaches the peak on 10 of the 12, most at its first descent; largest first among equal
-// floors did on 8. Over the 51 small steps 1.0144x the peak -> 1.0099x geomean, for 0.2x
-// their layout time; over the 72 larger ones 1.0158x -> 1.0110x, narrower on 39, for about
-// half the time of the four orders laid out one after the other. On the corpus (1,000
-// seeds a family, five repetitions), peaks lower by more than 1 % on 697 seeds and higher
-// on 7 (a narrower layout now taken under the churn rule, Note [Loop plans], where the
-// move budget had stayed lower while still moving pages); seeds above 1.03x the ideal
-// where the idealized packer reaches 1.01x 899 -> 573 (`unet-resolution` 174 -> 0).
+// other three such steps stay 1.16x (where the solver found nothing narrower). The first
+// search reaches the peak on 10 of the 12, most at its first descent (largest first among
+// equal floors did on 8). Over the 51 small steps 1.0144x the peak -> 1.0099x geomean, for
+// 0.2x their layout time; over the 72 larger ones 1.0158x -> 1.0110x with the first
+// search, narrower on 39, and 1.0095x with both, narrower on 46, for about half the time
+// of the four orders laid out one after the other. The second preference is for the
+// many-stream steps where the first stays wide: corpus `many-streams` seed 254's 1,085-block
+// step 1.162x -> 1.010x, seed 712's 1.114x -> 1.001x. On the corpus (1,000 seeds a family,
+// five repetitions), against refined layouts alone: peaks lower by more than 1 % on 831
+// seeds and higher on 5 (a narrower layout now taken under the churn rule, Note [Loop
+// plans], where the move budget had held the loop lower while still moving pages); seeds
+// above 1.03x the ideal where the idealized packer reaches 1.01x 899 -> 498
+// (`unet-resolution` 174 -> 0, `many-streams` 237 -> 95). Serving steps of growing caches
+// stay wide: `kv-cache-eviction` seed 880's 640-block step 1.066x, where the exact solver
+// reached 1.000x.
 constexpr std::size_t kSkylineWidth = 2;
 constexpr double kSkylineDives = 2;
 constexpr double kSkylineBlockVisits = 3.2e7;
+
+// Which block a floor takes among those it could (Note [Skyline layout]).
+enum class skyline_preference {
+  longest_lived,  // the longest lifetime, then the largest
+  largest_area,   // the most bytes x phases, then the longest lifetime, then the largest
+};
+inline constexpr skyline_preference kSkylinePreferences[] = {skyline_preference::longest_lived,
+                                                             skyline_preference::largest_area};
 
 struct search_block {
   std::size_t size_bytes;
@@ -55,7 +71,8 @@ bool meet(const search_block& a, const search_block& b) noexcept {
 
 class skyline_search {
 public:
-  skyline_search(const std::vector<step_block>& blocks, std::size_t best_span_bytes, const std::atomic<bool>* cancel)
+  skyline_search(const std::vector<step_block>& blocks, skyline_preference preference, std::size_t best_span_bytes,
+                 const std::atomic<bool>* cancel)
       : best_span_bytes_(best_span_bytes), cancel_(cancel) {
     std::size_t phases = 0;
     blocks_.reserve(blocks.size());
@@ -74,6 +91,26 @@ public:
     unplaced_.resize(blocks_.size());
     position_.resize(blocks_.size());
     for (std::size_t index = 0; index < blocks_.size(); ++index) unplaced_[index] = position_[index] = index;
+    // Each block's rank under the preference, so that a turn compares floors and ranks.
+    std::vector<std::size_t> order = unplaced_;
+    const auto area = [&](std::size_t index) {
+      return static_cast<double>(blocks_[index].size_bytes) * static_cast<double>(blocks_[index].lifetime);
+    };
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const search_block &x = blocks_[a], &y = blocks_[b];
+      switch (preference) {
+        case skyline_preference::largest_area:
+          if (area(a) != area(b)) return area(a) > area(b);
+          [[fallthrough]];
+        case skyline_preference::longest_lived:
+          if (x.lifetime != y.lifetime) return x.lifetime > y.lifetime;
+          if (x.size_bytes != y.size_bytes) return x.size_bytes > y.size_bytes;
+          break;
+      }
+      return a < b;
+    });
+    rank_.resize(blocks_.size());
+    for (std::size_t position = 0; position < order.size(); ++position) rank_[order[position]] = position;
   }
 
   // Runs the search for at most `turn_budget` turns (at least one descent); false when
@@ -144,9 +181,7 @@ private:
   // Whether block a takes a turn before block b (Note [Skyline layout]).
   bool earlier(std::size_t a, std::size_t b) const noexcept {
     if (floor_bytes_[a] != floor_bytes_[b]) return floor_bytes_[a] < floor_bytes_[b];
-    if (blocks_[a].lifetime != blocks_[b].lifetime) return blocks_[a].lifetime > blocks_[b].lifetime;
-    if (blocks_[a].size_bytes != blocks_[b].size_bytes) return blocks_[a].size_bytes > blocks_[b].size_bytes;
-    return a < b;
+    return rank_[a] < rank_[b];
   }
 
   // The next turn's choices: the first kSkylineWidth unplaced blocks that end below the best span.
@@ -222,6 +257,7 @@ private:
 
   std::vector<search_block> blocks_;
   std::vector<std::size_t> height_bytes_, remaining_bytes_, floor_bytes_, offset_bytes_, best_offsets_;
+  std::vector<std::size_t> rank_;  // by the preference, 0 first
   std::vector<std::size_t> unplaced_, position_;  // the blocks not placed; each one's index in it
   std::vector<height_run> height_runs_;
   std::vector<floor_change> floor_changes_;
@@ -236,12 +272,17 @@ std::size_t skyline_layout(std::vector<step_block>& blocks, std::size_t span_byt
   if (blocks.empty()) return span_bytes;
   const double count = static_cast<double>(blocks.size());
   const auto turn_budget = static_cast<std::size_t>(std::min(kSkylineDives * count, kSkylineBlockVisits / count));
-  if (turn_budget < blocks.size() || span_bytes <= step_peak_bytes(blocks)) return span_bytes;
-  skyline_search search(blocks, span_bytes, cancel);
-  if (!search.run(turn_budget)) return 0;
-  if (search.best_span_bytes() >= span_bytes) return span_bytes;
-  for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = search.best_offsets()[index];
-  return search.best_span_bytes();
+  const std::size_t peak_bytes = step_peak_bytes(blocks);
+  if (turn_budget < blocks.size()) return span_bytes;
+  for (const skyline_preference preference : kSkylinePreferences) {
+    if (span_bytes <= peak_bytes) break;
+    skyline_search search(blocks, preference, span_bytes, cancel);
+    if (!search.run(turn_budget)) return 0;
+    if (search.best_span_bytes() >= span_bytes) continue;
+    for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = search.best_offsets()[index];
+    span_bytes = search.best_span_bytes();
+  }
+  return span_bytes;
 }
 
 }  // namespace fragless::core

@@ -266,8 +266,9 @@ TEST_CASE("serving steps of growing caches: the step's orders beat largest-first
 
 TEST_CASE("the skyline search narrows refined layouts, never widens them, and is the same every time", "[step_layout]") {
   // Note [Skyline layout]: from the refined narrowest order, on random steps of 60 blocks.
-  // Measured on these 60 seeds: 29 refined layouts above their step's peak, 14 narrowed,
-  // 10 of them to the peak; 1.0114x -> 1.0081x the peak, geometric mean.
+  // Measured on these 60 seeds: 29 refined layouts above their step's peak, 18 narrowed,
+  // 12 of them to the peak; 1.0114x -> 1.0074x the peak, geometric mean (the longest-lived
+  // preference alone: 14 narrowed, 10 to the peak, 1.0081x).
   std::size_t above_peak = 0, narrower = 0, reached_peak = 0;
   double log_before_sum = 0, log_after_sum = 0;
   for (std::uint32_t seed = 1; seed <= 60; ++seed) {
@@ -305,8 +306,8 @@ TEST_CASE("the skyline search narrows refined layouts, never widens them, and is
     log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
   }
   CHECK(above_peak >= 20);  // something to search
-  CHECK(narrower >= 12);
-  CHECK(reached_peak >= 8);
+  CHECK(narrower >= 15);
+  CHECK(reached_peak >= 10);
   CHECK(std::exp(log_after_sum / 60) <= std::exp(log_before_sum / 60) - 0.002);
 }
 
