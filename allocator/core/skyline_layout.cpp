@@ -16,37 +16,38 @@ namespace {
 // placed there -- gives each unplaced block its floor, the highest top over its lifetime;
 // at each turn the block with the lowest floor is placed on it, the way rectangles are
 // packed from the bottom. Among equal floors a preference decides (then the first block):
-// first the longest-lived block (then the largest), and where that leaves the step above
-// its peak, a second search prefers the most bytes x phases (kSkylinePreferences). Nothing
-// goes under the skyline, so a layout under way needs at least the skyline plus the
-// unplaced blocks' live bytes at some phase: where that reaches the narrowest span known,
-// the search backs up to the latest turn and takes its second block instead
-// (kSkylineWidth). Each search takes at most kSkylineDives times the blocks' count of
-// turns, and no more than kSkylineBlockVisits over that count (each turn visits every
-// unplaced block), so a step above 5,656 blocks is not searched: such steps are training
-// steps, which the orders lay out within a fraction of a percent of their peak. It stops
-// at the step's peak, which no layout beats. A layout is kept only if narrower than the
-// one it started from; the searches are serial and their choices fixed, so the same
-// blocks give the same layout.
+// the longest-lived block (then the largest); where that search leaves the step above its
+// peak, a second one prefers the most bytes x phases, and a third the block the step makes
+// first, counted from where placing starts (kSkylinePreferences). Nothing goes under the
+// skyline, so a layout under way needs at least the skyline plus the unplaced blocks' live
+// bytes at some phase: where that reaches the narrowest span known, the search backs up
+// to the latest turn and takes its second block instead (kSkylineWidth). Each search
+// takes at most kSkylineDives times the blocks' count of turns, and no more than
+// kSkylineBlockVisits over that count (each turn visits every unplaced block), so a step
+// above 5,656 blocks is not searched: such steps are training steps, which the orders lay
+// out within a fraction of a percent of their peak. The searches stop at the step's peak,
+// which no layout beats. A layout is kept only if narrower than the one it started from;
+// the searches are serial and their choices fixed, so the same blocks give the same layout.
 // Why: an order places a block before it knows what will lie beside it. An exact solver
 // (CP-SAT, offline) laid out at exactly their peak all 12 of the steps of fewer than
 // kLayoutThreadBlocks blocks that the orders and refining had left 1.007-1.036x their peak,
 // among the 123 first layouts of corpus seeds 101-115 (a debug dump, not committed); the
 // other three such steps stay 1.16x (where the solver found nothing narrower). The first
 // search reaches the peak on 10 of the 12, most at its first descent (largest first among
-// equal floors did on 8). Over the 51 small steps 1.0144x the peak -> 1.0099x geomean, for
-// 0.2x their layout time; over the 72 larger ones 1.0158x -> 1.0110x with the first
-// search, narrower on 39, and 1.0095x with both, narrower on 46, for about half the time
-// of the four orders laid out one after the other. The second preference is for the
-// many-stream steps where the first stays wide: corpus `many-streams` seed 254's 1,085-block
-// step 1.162x -> 1.010x, seed 712's 1.114x -> 1.001x. On the corpus (1,000 seeds a family,
-// five repetitions), against refined layouts alone: peaks lower by more than 1 % on 831
-// seeds and higher on 5 (a narrower layout now taken under the churn rule, Note [Loop
-// plans], where the move budget had held the loop lower while still moving pages); seeds
-// above 1.03x the ideal where the idealized packer reaches 1.01x 899 -> 498
-// (`unet-resolution` 174 -> 0, `many-streams` 237 -> 95). Serving steps of growing caches
-// stay wide: `kv-cache-eviction` seed 880's 640-block step 1.066x, where the exact solver
-// reached 1.000x.
+// equal floors did on 8). Each preference is for a kind of step the ones before it leave
+// wide: the area for many-stream steps (corpus `many-streams` seed 254's 1,085-block step
+// 1.162x -> 1.010x), the step's order for serving steps of growing caches, which the step
+// order also lays out best among the greedy orders (`kv-cache-eviction` seed 880's
+// 640-block step 1.066x -> 1.000x, the peak the exact solver had reached; seed 22's
+// 1.195x -> 1.105x). Over the 51 small steps 1.0144x the peak -> 1.0088x geomean, for
+// 0.2x their layout time; over the 72 larger ones 1.0158x -> 1.0078x, narrower on 49, for
+// about two thirds of the time of the four orders laid out one after the other. On the
+// corpus (1,000 seeds a family, five repetitions), against refined layouts alone: peaks
+// lower by more than 1 % on 995 seeds and higher on 3 (a narrower layout now taken under
+// the churn rule, Note [Loop plans], where the move budget had held the loop lower while
+// still moving pages); seeds above 1.03x the ideal where the idealized packer reaches
+// 1.01x 899 -> 461 (`unet-resolution` 174 -> 0, `many-streams` 237 -> 92,
+// `kv-cache-eviction` 220 -> 140).
 constexpr std::size_t kSkylineWidth = 2;
 constexpr double kSkylineDives = 2;
 constexpr double kSkylineBlockVisits = 3.2e7;
@@ -55,9 +56,10 @@ constexpr double kSkylineBlockVisits = 3.2e7;
 enum class skyline_preference {
   longest_lived,  // the longest lifetime, then the largest
   largest_area,   // the most bytes x phases, then the longest lifetime, then the largest
+  step_order,     // the one the step makes first, counted from where placing starts
 };
-inline constexpr skyline_preference kSkylinePreferences[] = {skyline_preference::longest_lived,
-                                                             skyline_preference::largest_area};
+inline constexpr skyline_preference kSkylinePreferences[] = {
+    skyline_preference::longest_lived, skyline_preference::largest_area, skyline_preference::step_order};
 
 struct search_block {
   std::size_t size_bytes;
@@ -105,6 +107,9 @@ public:
         case skyline_preference::longest_lived:
           if (x.lifetime != y.lifetime) return x.lifetime > y.lifetime;
           if (x.size_bytes != y.size_bytes) return x.size_bytes > y.size_bytes;
+          break;
+        case skyline_preference::step_order:
+          if (blocks[a].from_start != blocks[b].from_start) return blocks[a].from_start < blocks[b].from_start;
           break;
       }
       return a < b;

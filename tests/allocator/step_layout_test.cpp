@@ -326,3 +326,40 @@ TEST_CASE("the skyline search stops when cancelled, and leaves a layout at the p
   CHECK(apart[0].offset_bytes == 0);
   CHECK(apart[1].offset_bytes == 0);
 }
+
+TEST_CASE("serving steps of growing caches: the skyline search in the step's order narrows them", "[step_layout]") {
+  // Note [Skyline layout]: the refined layouts of these 20 steps are all above their peak
+  // (1.153x, geometric mean); the three searches narrow 17 of them, 3 to the peak, to
+  // 1.073x. Without the step-order preference: 7 narrowed, none to the peak, 1.131x.
+  std::size_t narrower = 0;
+  double log_before_sum = 0, log_after_sum = 0;
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 0;
+    const std::vector<step_block> step = growing_caches_step(seed, 2 + seed % 6, 12, &phases);
+    const std::size_t peak = peak_live_bytes(step, phases);
+    std::size_t narrowest = SIZE_MAX;
+    std::vector<step_block> blocks;
+    std::vector<std::size_t> sequence;
+    for (layout_order order : kLayoutOrders) {
+      std::vector<step_block> laid_out = step;
+      const std::size_t span = lay_out(laid_out, order, nullptr);
+      if (span < narrowest) {
+        narrowest = span;
+        blocks = laid_out;
+        sequence = fragless::core::placing_order(step, order);
+      }
+    }
+    const std::size_t refined_span = fragless::core::refine_layout(blocks, sequence, narrowest, nullptr);
+    const std::size_t span = fragless::core::skyline_layout(blocks, refined_span, nullptr);
+    CHECK(span <= refined_span);
+    CHECK(span >= peak);
+    CHECK(overlaps(blocks, phases, span) == 0);
+    if (span < refined_span) ++narrower;
+    log_before_sum += std::log(static_cast<double>(refined_span) / static_cast<double>(peak));
+    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
+  }
+  CHECK(narrower >= 14);
+  CHECK(std::exp(log_before_sum / 20) >= 1.12);  // something to search
+  CHECK(std::exp(log_after_sum / 20) <= 1.10);
+}
