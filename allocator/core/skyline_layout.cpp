@@ -163,7 +163,7 @@ private:
   struct frame {
     std::size_t choices[kSkylineWidth];
     std::size_t count = 0, next = 0;
-    std::size_t bound_bytes;           // the skyline plus unplaced live bytes, most at any phase
+    std::size_t bound_bytes = 0;                  // the skyline plus unplaced live bytes, most at any phase
     std::size_t height_mark = 0, floor_mark = 0;  // the undo logs before this frame's placed block
     std::size_t placed = kNone;                   // the block this frame placed last, until undone
   };
