@@ -119,6 +119,30 @@ std::vector<step_block> growing_caches_step(std::uint32_t seed, std::size_t cach
   return blocks;
 }
 
+// The narrowest order's layout (the earliest among equal spans, as the layout race keeps,
+// Note [Layout race]) and its placing sequence. Sets `blocks` and `sequence`; returns the span.
+std::size_t narrowest_order(const std::vector<step_block>& step, std::vector<step_block>* blocks,
+                            std::vector<std::size_t>* sequence) {
+  std::size_t narrowest = SIZE_MAX;
+  for (layout_order order : kLayoutOrders) {
+    std::vector<step_block> laid_out = step;
+    const std::size_t span = lay_out(laid_out, order, nullptr);
+    if (span < narrowest) {
+      narrowest = span;
+      *blocks = laid_out;
+      *sequence = fragless::core::placing_order(step, order);
+    }
+  }
+  return narrowest;
+}
+
+// That layout refined (Note [Layout refinement]): what the skyline search starts from.
+std::size_t refined_narrowest(const std::vector<step_block>& step, std::vector<step_block>* blocks) {
+  std::vector<std::size_t> sequence;
+  const std::size_t narrowest = narrowest_order(step, blocks, &sequence);
+  return fragless::core::refine_layout(*blocks, sequence, narrowest, nullptr);
+}
+
 }  // namespace
 
 TEST_CASE("every layout order places blocks that live at once apart, at or above their peak", "[step_layout]") {
@@ -142,18 +166,9 @@ TEST_CASE("the narrowest layout is kept, refined and searched on, the same on on
     INFO("seed " << seed);
     constexpr std::size_t kPhases = 64;
     const std::vector<step_block> step = random_step(seed, 60, kPhases);
-    std::size_t narrowest = SIZE_MAX;
     std::vector<step_block> winner;  // the earliest order's layout among the narrowest
     std::vector<std::size_t> winner_sequence;
-    for (layout_order order : kLayoutOrders) {
-      std::vector<step_block> blocks = step;
-      const std::size_t span = lay_out(blocks, order, nullptr);
-      if (span < narrowest) {
-        narrowest = span;
-        winner = blocks;
-        winner_sequence = fragless::core::placing_order(step, order);
-      }
-    }
+    const std::size_t narrowest = narrowest_order(step, &winner, &winner_sequence);
     // Note [Layout race]: orders stopped where they could no longer win leave the layout
     // every order laid out in full would give; Note [Layout refinement] starts from it,
     // and Note [Skyline layout] from the refined one.
@@ -276,19 +291,8 @@ TEST_CASE("the skyline search narrows refined layouts, never widens them, and is
     constexpr std::size_t kPhases = 64;
     const std::vector<step_block> step = random_step(seed, 60, kPhases);
     const std::size_t peak = peak_live_bytes(step, kPhases);
-    std::size_t narrowest = SIZE_MAX;
     std::vector<step_block> refined;
-    std::vector<std::size_t> sequence;
-    for (layout_order order : kLayoutOrders) {
-      std::vector<step_block> blocks = step;
-      const std::size_t span = lay_out(blocks, order, nullptr);
-      if (span < narrowest) {
-        narrowest = span;
-        refined = blocks;
-        sequence = fragless::core::placing_order(step, order);
-      }
-    }
-    const std::size_t refined_span = fragless::core::refine_layout(refined, sequence, narrowest, nullptr);
+    const std::size_t refined_span = refined_narrowest(step, &refined);
     std::vector<step_block> searched = refined, again = refined;
     const std::size_t span = fragless::core::skyline_layout(searched, refined_span, nullptr);
     CHECK(span <= refined_span);
@@ -338,19 +342,8 @@ TEST_CASE("serving steps of growing caches: the skyline search in the step's ord
     std::size_t phases = 0;
     const std::vector<step_block> step = growing_caches_step(seed, 2 + seed % 6, 12, &phases);
     const std::size_t peak = peak_live_bytes(step, phases);
-    std::size_t narrowest = SIZE_MAX;
     std::vector<step_block> blocks;
-    std::vector<std::size_t> sequence;
-    for (layout_order order : kLayoutOrders) {
-      std::vector<step_block> laid_out = step;
-      const std::size_t span = lay_out(laid_out, order, nullptr);
-      if (span < narrowest) {
-        narrowest = span;
-        blocks = laid_out;
-        sequence = fragless::core::placing_order(step, order);
-      }
-    }
-    const std::size_t refined_span = fragless::core::refine_layout(blocks, sequence, narrowest, nullptr);
+    const std::size_t refined_span = refined_narrowest(step, &blocks);
     const std::size_t span = fragless::core::skyline_layout(blocks, refined_span, nullptr);
     CHECK(span <= refined_span);
     CHECK(span >= peak);
