@@ -66,11 +66,6 @@ struct search_block {
   std::uint32_t first_begin, first_end, second_end, lifetime;
 };
 
-bool meet(const search_block& a, const search_block& b) noexcept {
-  return (a.first_begin < b.first_end && b.first_begin < a.first_end) || a.first_begin < b.second_end ||
-         b.first_begin < a.second_end || (a.second_end > 0 && b.second_end > 0);
-}
-
 class skyline_search {
 public:
   skyline_search(const std::vector<step_block>& blocks, skyline_preference preference, std::size_t best_span_bytes,
@@ -118,12 +113,11 @@ public:
     for (std::size_t position = 0; position < order.size(); ++position) rank_[order[position]] = position;
   }
 
-  // Runs the search for at most `turn_budget` turns (at least one descent); false when
-  // cancelled. best_offsets() holds a narrower layout when best_span_bytes() fell.
-  bool run(std::size_t turn_budget) {
+  // Runs the search for at most `turn_budget` turns (at least one descent), stopping at the
+  // step's `peak_bytes`; false when cancelled. best_offsets() holds a narrower layout when
+  // best_span_bytes() fell.
+  bool run(std::size_t turn_budget, std::size_t peak_bytes) {
     const std::size_t count = blocks_.size();
-    std::size_t peak_bytes = 0;
-    for (const std::size_t live : remaining_bytes_) peak_bytes = std::max(peak_bytes, live);
     std::size_t turns = 0;
     frames_.reserve(count);
     push_frame(peak_bytes);
@@ -228,7 +222,11 @@ private:
     unplaced_.pop_back();
     offset_bytes_[index] = base_bytes;
     for (const std::size_t other : unplaced_) {
-      if (floor_bytes_[other] >= top_bytes || !meet(blocks_[other], block)) continue;
+      const search_block& candidate = blocks_[other];
+      if (floor_bytes_[other] >= top_bytes ||
+          !lifetimes_meet(candidate.first_begin, candidate.first_end, candidate.second_end, block.first_begin,
+                          block.first_end, block.second_end))
+        continue;
       floor_changes_.push_back({other, floor_bytes_[other]});
       floor_bytes_[other] = top_bytes;
     }
@@ -282,7 +280,7 @@ std::size_t skyline_layout(std::vector<step_block>& blocks, std::size_t span_byt
   for (const skyline_preference preference : kSkylinePreferences) {
     if (span_bytes <= peak_bytes) break;
     skyline_search search(blocks, preference, span_bytes, cancel);
-    if (!search.run(turn_budget)) return 0;
+    if (!search.run(turn_budget, peak_bytes)) return 0;
     if (search.best_span_bytes() >= span_bytes) continue;
     for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = search.best_offsets()[index];
     span_bytes = search.best_span_bytes();

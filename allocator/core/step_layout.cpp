@@ -91,9 +91,7 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
     const auto begin = static_cast<std::uint32_t>(block.first_begin), end = static_cast<std::uint32_t>(block.first_end),
                second_end = static_cast<std::uint32_t>(block.second_end);
     for (const placed_block& other : placed) {
-      const bool meet = (begin < other.first_end && other.first_begin < end) || begin < other.second_end ||
-                        other.first_begin < second_end || (second_end > 0 && other.second_end > 0);
-      if (!meet) continue;
+      if (!lifetimes_meet(begin, end, second_end, other.first_begin, other.first_end, other.second_end)) continue;
       if (other.offset_bytes > covered && other.offset_bytes - covered >= block.size_bytes &&
           other.offset_bytes - covered < best_gap) {
         best_gap = other.offset_bytes - covered;

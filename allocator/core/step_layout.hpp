@@ -31,6 +31,15 @@ struct step_block {
   std::size_t lifetime() const noexcept { return first_end - first_begin + second_end; }
 };
 
+// Whether two lifetimes [begin, end) + [0, second_end) meet (share a phase), each given
+// as (first_begin, first_end, second_end); phases are below 2^32. The one test of every
+// layout (the greedy orders' scan and the skyline search).
+inline bool lifetimes_meet(std::uint32_t a_begin, std::uint32_t a_end, std::uint32_t a_second_end, std::uint32_t b_begin,
+                           std::uint32_t b_end, std::uint32_t b_second_end) noexcept {
+  return (a_begin < b_end && b_begin < a_end) || a_begin < b_second_end || b_begin < a_second_end ||
+         (a_second_end > 0 && b_second_end > 0);
+}
+
 // Note [Layout orders]: the orders a step is laid out in; the narrowest layout wins, and on
 // equal spans the earlier one in this list.
 enum class layout_order {
