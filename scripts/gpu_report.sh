@@ -27,6 +27,9 @@
 #   FRAGLESS_TRACES_DIR          shared traces (default ../shared/traces beside the checkout)
 #   FRAGLESS_GPU_CORPUS_SEEDS    corpus seeds per family (default 2)
 #   FRAGLESS_TORCH_DIR           the torch package to build against (default: python3's)
+#   FRAGLESS_GPU_REPORT_STEPS    the steps to run, comma-separated, in the order above
+#                                (default all): calibrate, traces, acceptance, corpus,
+#                                builtin, simcuda, longest, compare; the build always runs
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -41,17 +44,22 @@ build=${FRAGLESS_GPU_BUILD_DIR:-$root/build/gpu}
 traces=${FRAGLESS_TRACES_DIR:-$root/../shared/traces}
 corpus_seeds=${FRAGLESS_GPU_CORPUS_SEEDS:-2}
 python=${PYTHON:-python3}
+steps=${FRAGLESS_GPU_REPORT_STEPS:-calibrate,traces,acceptance,corpus,builtin,simcuda,longest,compare}
 peers=fragless,pytorch,pytorch-expandable
 bench=$build/bench/fragless-bench
 export root out build python
 exec > >(tee -a "$out/log.txt") 2>&1
 
-# step NAME MAX_SECONDS COMMAND...: runs COMMAND for at most MAX_SECONDS and what is left of
-# the budget, and says how it ended.
+# step KEY NAME MAX_SECONDS COMMAND...: runs COMMAND for at most MAX_SECONDS and what is left
+# of the budget, and says how it ended; a KEY not in FRAGLESS_GPU_REPORT_STEPS is skipped.
 failures=0
 step() {
-  local name=$1 limit=$2 start=$SECONDS rc
-  shift 2
+  local key=$1 name=$2 limit=$3 start=$SECONDS rc
+  shift 3
+  if [ "$key" != build ] && [[ ",$steps," != *",$key,"* ]]; then
+    echo "== $name: skipped (not in FRAGLESS_GPU_REPORT_STEPS)"
+    return
+  fi
   local left=$((deadline - SECONDS))
   ((left < limit)) && limit=$left
   if ((limit < 15)); then
@@ -95,25 +103,25 @@ configure_and_build() {
     fragless_bench_counting simcuda_runtime simcuda_driver simcuda_nvml
 }
 mkdir -p "$(dirname "$build")"
-step build 600 configure_and_build
+step build build 600 configure_and_build
 if [ ! -x "$bench" ]; then
   echo "gpu_report: the build failed; nothing else can run" >&2
   exit 1
 fi
 
-step calibrate 120 "$bench" calibrate -o "$out/device_call_costs.txt"
+step calibrate calibrate 120 "$bench" calibrate -o "$out/device_call_costs.txt"
 [ -f "$out/device_call_costs.txt" ] && cat "$out/device_call_costs.txt"
 
-step "shared traces" 300 "$bench" replay --traces "$traces" --allocators "$peers" --repetitions 5 \
+step traces "shared traces" 300 "$bench" replay --traces "$traces" --allocators "$peers" --repetitions 5 \
   --json "$out/traces.json" --plot "$out/traces.svg"
 
 export FRAGLESS_BUILD_DIR=$build
-step "acceptance suite" 400 "$python" tests/gpu/run.py -q -rs
+step acceptance "acceptance suite" 400 "$python" tests/gpu/run.py -q -rs
 
-step "corpus sample" 300 "$bench" corpus --seeds "$corpus_seeds" --repetitions 5 --jobs 1 \
+step corpus "corpus sample" 300 "$bench" corpus --seeds "$corpus_seeds" --repetitions 5 --jobs 1 \
   --allocators "$peers" --json "$out/corpus.json"
 
-step "built-in workloads" 200 "$bench" builtin --allocators "$peers" --repetitions 3 --json "$out/builtin.json"
+step builtin "built-in workloads" 200 "$bench" builtin --allocators "$peers" --repetitions 3 --json "$out/builtin.json"
 
 # The same replay as step 2 on simcuda, on the same processor: host ns per operation there
 # against step 2's separate what the real driver's calls cost from what the processor does.
@@ -123,11 +131,11 @@ simcuda_replay() {
     --json "$out/traces_simcuda.json"
 }
 export traces
-step "shared traces on simcuda" 120 simcuda_replay
+step simcuda "shared traces on simcuda" 120 simcuda_replay
 
 # Note [Layout threads], Note [Host work]: the longest single allocator call with 5 us of
 # host work before each event, laid out on threads and on the allocating thread.
-step "longest calls" 150 "$bench" replay --traces "$traces" --allocators fragless \
+step longest "longest calls" 150 "$bench" replay --traces "$traces" --allocators fragless \
   --conf sync=loop_plan_threads:false --repetitions 5 --host-work-ns 5000 --no-table \
   --csv "$out/longest_calls.csv"
 
@@ -137,7 +145,7 @@ compare_and_copy() {
   cp "$build/gpu-compare/results.json" "$out/compare.json"
   cp "$build/gpu-compare/peak-memory.svg" "$out/compare.svg"
 }
-step "training comparison" 400 compare_and_copy
+step compare "training comparison" 400 compare_and_copy
 
 echo "== gpu_report: $failures step(s) failed or timed out; outputs in $out"
 exit $((failures > 0))
