@@ -56,6 +56,14 @@ result = json.dumps({"rank": rank, "backend": backend, "allocator": torch.cuda.g
 with open(os.path.join(os.environ["SUITE_RESULT_DIR"], f"rank{rank}.json"), "w") as out:
     out.write(result)
 dist.destroy_process_group()
+# Leave without finalizing the interpreter. Under CPU load a rank aborted here, about one
+# run in ten ("terminate called without an active exception"); a backtrace of the aborting
+# rank showed gloo's worker thread destroying the all_gather's work after Python had begun
+# finalizing: the decref of its tensors takes the GIL, a finalizing interpreter ends such a
+# thread with pthread_exit, and the unwind through the work's noexcept destructor calls
+# std::terminate. A race of PyTorch and CPython at exit, not the allocator's (its thread sat
+# idle); every other check of the suite exits normally with fragless installed.
+os._exit(0)
 """
 
 
