@@ -288,6 +288,7 @@ std::size_t loop_plan::hand_over_allowance_bytes() const noexcept {
 void loop_plan::postpone() noexcept {
   pending_ = false;
   postponed_ = true;
+  hand_over_waited_ = true;
   churn_when_postponed_bytes_ = latest_churn_bytes_;
 }
 

@@ -215,6 +215,8 @@ class loop_plan {
   // moves nothing).
   std::size_t hand_over_allowance_bytes() const noexcept;
   void postpone() noexcept;
+  // Note [Page moves]: whether any plan of this pool has waited to hand over (postpone()).
+  bool hand_over_waited() const noexcept { return hand_over_waited_; }
   // Blocks are being placed by the plan (its range must exist).
   bool active() const noexcept { return placing_; }
   // Leaves the active plan (a deviation the caller saw); recording starts again.
@@ -321,6 +323,7 @@ class loop_plan {
   std::size_t paid_churn_bytes_ = 0;        // churn of the steps behind the plan
   std::size_t last_step_churn_bytes_ = 0;   // churn of the latest of them
   bool postponed_ = false;                  // waiting one step, churning toward the hand-over
+  bool hand_over_waited_ = false;           // sticky: some plan was postponed (Note [Page moves])
   std::int64_t churn_when_postponed_bytes_ = 0;
   std::int64_t latest_churn_bytes_ = 0;     // the pool's churn at the latest event
   bool active_ = false;          // events are compared with the plan
