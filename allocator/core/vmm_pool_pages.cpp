@@ -67,18 +67,19 @@ constexpr int kMoveCandidates = 64;
 //  - past the allowance it moves (and creates only when no idle cached page is found).
 // The allowance is granted only once a loop plan of the pool has waited to hand over
 // (Note [Loop plans]: postponed, its hand-over dearer than the churn it would save); until
-// then it is zero and the pool moves first. A loop that fits gets no plan and its moves
-// end by themselves; a loop whose plan hands over at once is placed by the plan; but a
+// then it is zero and the pool moves first. A loop whose moves stop by themselves needs
+// no allowance; a loop whose plan hands over at once is placed by the plan (a planned
+// block moves a page before creating one, and the plan's pages are never moved away); a
+// loop whose layout is refused is settled by the move budget (Note [Move budget]); but a
 // loop whose plan waits keeps moving pages every step while it waits, and the headroom
-// lets those steps settle instead. Granted from the start, the headroom left reserved
-// memory up to 1 % higher on loops that never needed it: on the generated corpus (11,000
-// seeds) peaks 1.0140x the ideal against 1.0115x, and 830 seeds above expandable
-// segments' peak against 375; it saved 2.7 % of first-pass calls (docs/compaction.md).
-// So reserved memory exceeds what moving alone would reserve only up to the headroom (1 %
-// by default), and a loop whose pages over a step fit in it reaches zero device calls per
-// step (as long as automatic compaction leaves its pages alone, Note [Compaction]). A loop
-// whose step does not fit gets a plan instead (Note [Loop plans]): a planned block moves a
-// page before creating one, and the plan's pages are never moved away. The headroom was
+// lets those steps settle instead: its pages over a step, if they fit in the headroom,
+// stay mapped and it reaches zero device calls per step (as long as automatic compaction
+// leaves them alone, Note [Compaction]). Granted from the start, the headroom left
+// reserved memory up to 1 % higher on loops that never needed it: on the generated corpus
+// (11,000 seeds) peaks 1.0140x the ideal against 1.0115x, and 830 seeds above expandable
+// segments' peak against 375; it saved 2.7 % of first-pass calls, and on a few seeds left
+// spare chunks a later plan's hand-over moved where it now creates (docs/compaction.md,
+// "Kept: the growth allowance only once a plan waits"). The headroom was
 // 2 % before loop plans; over five repetitions a slowly growing trace
 // (medium_512_inference) then crept to 1.017x, above PyTorch's 1.016x, while 1 % leaves
 // every trace at or below PyTorch and at zero calls per step but one (kv-cache-inference,
