@@ -560,10 +560,7 @@ loop_outcome run_three_block_loop(const core::cache_settings& settings) {
   reset_simcuda();
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
-  auto calls = [&] {
-    const device_stats stats = cache.stats();
-    return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
-  };
+  auto calls = [&] { return device_calls(cache.stats()); };
   loop_outcome outcome;
   for (int step = 0; step < 6; ++step) {
     const std::int64_t before = calls();

@@ -31,10 +31,7 @@ constexpr std::size_t kPage = 2 * kMiB;
 
 std::size_t round_to_page(std::size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
-std::int64_t device_calls(core::device_cache& cache) {
-  const device_stats stats = cache.stats();
-  return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
-}
+std::int64_t device_calls(core::device_cache& cache) { return fragless::testing::device_calls(cache.stats()); }
 
 struct block {
   void* address;

@@ -78,10 +78,6 @@ struct loop_result {
   bool patterns_intact = true;
 };
 
-std::int64_t device_calls(const device_stats& stats) {
-  return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
-}
-
 // Runs `steps` steps of `shape`; in step `deviate_at` block 10 is 512 KiB larger. Every
 // block is written on its stream by a kernel and carries a pattern checked when it is freed.
 // `fence_bytes` > 0: before the loop, a block of `fence_block_bytes` is placed

@@ -112,11 +112,8 @@ TEST_CASE("a pipeline whose step holds huge blocks is planned over the whole ste
   CHECK(three.failed == 0);
   CHECK(three.stats.num_loop_plans_abandoned == 0);
   CHECK(static_cast<double>(three.peak_reserved_bytes) <= 1.03 * static_cast<double>(three.peak_live_bytes));
-  auto calls = [](const device_stats& stats) {
-    return stats.num_device_alloc + stats.num_device_free + stats.num_map + stats.num_unmap;
-  };
-  INFO("device calls after two passes " << calls(two.stats) << ", after three " << calls(three.stats));
-  CHECK(calls(three.stats) == calls(two.stats));
+  INFO("device calls after two passes " << device_calls(two.stats) << ", after three " << device_calls(three.stats));
+  CHECK(device_calls(three.stats) == device_calls(two.stats));
   CHECK(simcuda_race_count() == 0);
 }
 
@@ -131,11 +128,8 @@ TEST_CASE("a huge request is the same token whichever way it is served", "[growt
   const replay_result five = replay(core::cache_settings{}, workload, 5);
   CHECK(five.stats.num_loop_plans_abandoned == 0);
   check_planned_replay(five);
-  auto calls = [](const device_stats& stats) {
-    return stats.num_device_alloc + stats.num_device_free + stats.num_map + stats.num_unmap;
-  };
-  INFO("device calls after four passes " << calls(four.stats) << ", after five " << calls(five.stats));
-  CHECK(calls(five.stats) == calls(four.stats));
+  INFO("device calls after four passes " << device_calls(four.stats) << ", after five " << device_calls(five.stats));
+  CHECK(device_calls(five.stats) == device_calls(four.stats));
 }
 
 // Note [Mapped blocks in a plan]: unet-resolution seed 1 of the corpus is one loop per
@@ -151,11 +145,8 @@ TEST_CASE("a loop plan leaves weights that mappings of their own serve where the
   const replay_result five = replay(core::cache_settings{}, workload, 5);
   CHECK(five.stats.num_loop_plans_abandoned == 1);  // a layer taken for the step, in the first pass
   check_planned_replay(five, 1.01);
-  auto calls = [](const device_stats& stats) {
-    return stats.num_device_alloc + stats.num_device_free + stats.num_map + stats.num_unmap;
-  };
-  INFO("device calls after four passes " << calls(four.stats) << ", after five " << calls(five.stats));
-  CHECK(calls(five.stats) == calls(four.stats));
+  INFO("device calls after four passes " << device_calls(four.stats) << ", after five " << device_calls(five.stats));
+  CHECK(device_calls(five.stats) == device_calls(four.stats));
   CHECK(five.peak_reserved_bytes == four.peak_reserved_bytes);
 }
 
@@ -208,11 +199,8 @@ TEST_CASE("a refused layout leaves room for the blocks no plan places", "[loop_p
       static_cast<double>(five.peak_reserved_bytes) / static_cast<double>(five.peak_live_bytes);
   INFO("peak reserved / peak live " << over_live);
   CHECK(five.peak_reserved_bytes <= four.peak_reserved_bytes);
-  auto calls = [](const device_stats& stats) {
-    return stats.num_device_alloc + stats.num_device_free + stats.num_map + stats.num_unmap;
-  };
-  INFO("device calls after four passes " << calls(four.stats) << ", after five " << calls(five.stats));
-  CHECK(calls(five.stats) == calls(four.stats));
+  INFO("device calls after four passes " << device_calls(four.stats) << ", after five " << device_calls(five.stats));
+  CHECK(device_calls(five.stats) == device_calls(four.stats));
   CHECK(simcuda_race_count() == 0);
 }
 
@@ -225,15 +213,12 @@ TEST_CASE("a refused layout leaves room for the blocks no plan places", "[loop_p
 // and reserved memory stays at the pages live blocks touch.
 TEST_CASE("the growth allowance is granted once a loop plan waits to hand over", "[growth][loop_plans]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("unet-resolution", 123);
-  auto calls = [](const device_stats& stats) {
-    return stats.num_device_alloc + stats.num_device_free + stats.num_map + stats.num_unmap;
-  };
   const core::cache_settings defaults;
   const replay_result four = replay(defaults, workload, 4);
   const replay_result five = replay(defaults, workload, 5);
   CHECK(five.failed == 0);
-  INFO("device calls after four passes " << calls(four.stats) << ", after five " << calls(five.stats));
-  CHECK(calls(five.stats) == calls(four.stats));
+  INFO("device calls after four passes " << device_calls(four.stats) << ", after five " << device_calls(five.stats));
+  CHECK(device_calls(five.stats) == device_calls(four.stats));
   constexpr double kPageBytes = 2.0 * 1024 * 1024;  // the allowance is rounded to pages
   const double allowed_bytes =
       static_cast<double>(five.peak_live_bytes) * (1.0 + defaults.conf.page_move_headroom) + kPageBytes;
@@ -248,7 +233,7 @@ TEST_CASE("the growth allowance is granted once a loop plan waits to hand over",
     const replay_result moving_four = replay(*settings, workload, 4);
     const replay_result moving_five = replay(*settings, workload, 5);
     CHECK(moving_five.failed == 0);
-    CHECK(calls(moving_five.stats) > calls(moving_four.stats));  // still moving in the fifth pass
+    CHECK(device_calls(moving_five.stats) > device_calls(moving_four.stats));  // still moving in the fifth pass
     CHECK(moving_five.stats.num_page_moves > 0);
     CHECK(moving_five.peak_reserved_bytes <= five.peak_reserved_bytes);
     CHECK(simcuda_race_count() == 0);

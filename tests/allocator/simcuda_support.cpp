@@ -82,4 +82,8 @@ long operations_from_env(long fallback) {
   return value > 0 ? value : fallback;
 }
 
+std::int64_t device_calls(const device_stats& stats) {
+  return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
+}
+
 }  // namespace fragless::testing

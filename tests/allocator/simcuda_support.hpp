@@ -1,5 +1,5 @@
 // Helpers for allocator tests on simcuda: allocator instances with the real CUDA backend
-// and chosen settings, streams, pattern fill, and simcuda state resets.
+// and chosen settings, streams, pattern fill, simcuda state resets, device-call counts.
 #pragma once
 
 #include <cstddef>
@@ -24,5 +24,7 @@ std::string race_report();
 void order_streams(void* waiter, void* source);
 // FRAGLESS_TEST_OPS or the default.
 long operations_from_env(long fallback);
+// Device calls the stats count: physical allocations and frees, maps and unmaps.
+std::int64_t device_calls(const device_stats& stats);
 
 }  // namespace fragless::testing
