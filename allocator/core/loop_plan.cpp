@@ -130,6 +130,7 @@ bool loop_plan::finish_layout() noexcept {
   ++counters_.plans_rejected;
   remember_rejection(job->step);
   refused_ = true;
+  refused_events_followed_ = 0;
   refused_layout_ = true;  // Note [Refused layouts]: take_layout kept its offsets
   pending_ = false;
   return false;
@@ -159,6 +160,7 @@ void loop_plan::follow_refused(std::size_t step_begin, std::size_t step_end, boo
   }
   active_ = true;
   refused_ = true;
+  refused_events_followed_ = 0;
   refused_layout_ = with_layout;
   pending_ = false;
   placing_ = false;
@@ -258,6 +260,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
     return;
   }
   if (placing_ && plan_[phase_].offset_bytes >= 0) ++counters_.planned_allocations;
+  if (refused_) ++refused_events_followed_;  // Note [Move budget]
   phase_ = phase_ + 1 == plan_.size() ? 0 : phase_ + 1;
   if (placing_ || refused_ || phase_ != start_phase_) return;
   if (layout_ != nullptr && !finish_layout()) return;  // Note [Layout threads]

@@ -132,11 +132,11 @@ struct step_block;  // core/step_layout.hpp
 //  - Failing: a plan with no address range or a whole log without a plan mark planning
 //    as failed for good (planning_failed()); from then on the pool's page moves are
 //    budgeted (Note [Move budget]). A step whose layout was too wide is followed as a plan
-//    is, placing nothing, and planning counts as failed while the program keeps to it:
-//    when it leaves the step, that loop has ended, and the budget with it (the step is
-//    followed again if found again, and not laid out again). The refused layout is kept,
-//    and taken once reserved memory holds it (Note [Refused layouts] in
-//    vmm_pool_plans.cpp): the budget does not create past it. An abandoned plan is no
+//    is, placing nothing, and planning counts as failed once the program has followed it a
+//    whole step and while it keeps to it: when it leaves the step, that loop has ended,
+//    and the budget with it (the step is followed again if found again, and not laid out
+//    again). The refused layout is kept, and taken once reserved memory holds it (Note
+//    [Refused layouts] in vmm_pool_plans.cpp): the budget does not create past it. An abandoned plan is no
 //    failure either: the loop it planned ended (a phase of the program, or a layer taken
 //    for the step), which says nothing of whether the next loop can be planned.
 // Where it costs: recording is a hash-table insert per large event while no plan is
@@ -227,9 +227,12 @@ class loop_plan {
 
   const loop_plan_counters& counters() const noexcept { return counters_; }
   // Note [Move budget]: a plan cannot help the loop -- the program keeps to a step whose
-  // layout was too wide, or a plan found no address range, or a whole log passed without
-  // a plan (or plans are off). An abandoned plan is none of these.
-  bool planning_failed() const noexcept { return !enabled_ || planning_failed_ || refused_; }
+  // layout was too wide, and has followed it a whole step since it was refused or found
+  // again; or a plan found no address range, or a whole log passed without a plan (or
+  // plans are off). An abandoned plan is none of these.
+  bool planning_failed() const noexcept {
+    return !enabled_ || planning_failed_ || (refused_ && refused_events_followed_ >= plan_.size());
+  }
   // Note [Refused layouts]: the program keeps to a step refused as too wide, whose layout
   // is kept; its span; whether the step is at the event where placing would start.
   bool refused_layout_kept() const noexcept { return refused_ && refused_layout_; }
@@ -285,6 +288,7 @@ class loop_plan {
   bool enabled_ = false;
   bool planning_failed_ = false;  // Note [Move budget]: for good
   bool refused_ = false;          // Note [Move budget]: following a step refused as too wide
+  std::size_t refused_events_followed_ = 0;  // Note [Move budget]: since refused_ was set
   // Note [Refused layouts]: plan_ holds the refused step's layout: its whole span, and the
   // span of the blocks it places (Note [Mapped blocks in a plan]). Set wherever refused_ is
   // set, and read only with it (refused_layout_kept()), so never cleared on its own.

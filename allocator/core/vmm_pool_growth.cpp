@@ -85,14 +85,22 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
 // its old pages. A loop no plan fits (its sizes vary from step to step, or its layout is
 // too wide) moved pages every step for ever: in the corpus' many-stream family up to
 // 10,000 map/unmap calls per step, where expandable segments make none. The rule: while
-// planning has failed -- the program keeps to a step whose layout was too wide, or (for
-// good) a plan found no address range or a whole log passed without a plan
-// (loop_plan::planning_failed(); always, with plans off) -- a page is moved only while the
-// pool has moved fewer pages than it has created. Only the loop that was refused is
-// budgeted: a program whose shapes change from phase to phase (batches of other lengths)
-// moves pages at each change, and budgeted from its first refused step on, it created
-// them instead, phase after phase (corpus quantized-attention 1.067x the ideal then,
-// 1.036x now; an abandoned plan counted as a failure too: 1.093x; docs/compaction.md).
+// planning has failed -- the program keeps to a step whose layout was too wide (from a
+// whole step after its refusal on, below), or (for good) a plan found no address range or
+// a whole log passed without a plan (loop_plan::planning_failed(); always, with plans
+// off) -- a page is moved only while the pool has moved fewer pages than it has created.
+// Only the loop that was refused is budgeted: a program whose shapes change from phase to
+// phase (batches of other lengths) moves pages at each change, and budgeted from its
+// first refused step on, it created them instead, phase after phase (corpus
+// quantized-attention 1.067x the ideal then, 1.036x later; an abandoned plan counted as a
+// failure too: 1.093x; docs/compaction.md).
+// And it is budgeted only once the program has followed the refused step a whole step
+// (loop_plan::planning_failed()): a loop refused as too wide may be a phase about to end
+// (one batch's layers), whose missing pages a move serves with no new memory; budgeted at
+// the refusal, the moves the pool had made before the loop was found paid for creating
+// pages, which stay (corpus quantized-attention seed 920: 35 pages created for a layer of
+// a batch while 218 cached pages were free, 1.31x the ideal; 1.04x now). A loop that
+// keeps to its step is budgeted a step later, and settles a step or two later.
 // Creating a page costs two calls once (cuMemCreate, cuMemMap) and the page stays; a
 // move costs two calls every time. So moving may at most double what creating cost; past
 // that a missing page is created, and each creation buys one more move. A churning loop thus creates about half of what it keeps
