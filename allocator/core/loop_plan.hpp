@@ -82,10 +82,12 @@ struct step_block;  // core/step_layout.hpp
 //    mappings the step used before become idle and are given back when the range's pages
 //    are made (Note [Growth]). Only a block the step served from a mapping of its own
 //    and to whose place the layout puts no other block is left out, and keeps its
-//    mapping (Note [Mapped blocks in a plan] in loop_plan.cpp). The range lies where it
-//    covers the most cached free pages (the window of its span, inside one free range,
-//    holding the most; the top of the free address space when none holds any), so that
-//    it starts on the loop's own pages. Before choosing, the pool has its owner give
+//    mapping (Note [Mapped blocks in a plan] in loop_plan.cpp). The range lies where its
+//    hand-over creates the fewest pages (Note [Hand-over pages] in
+//    loop_plan_hand_over.cpp), and among such places where it covers the most cached free
+//    pages (the window of its span, inside one free range, holding the most; the top of
+//    the free address space when none holds any), so that it starts on the loop's own
+//    pages. Before choosing, the pool has its owner give
 //    back the empty slabs the small pool keeps as a cache: best fit put them anywhere, and
 //    between two steps they are often all that is live there, splitting the free space
 //    the range needs. The pages the range lacks are moved in from the loop's old pages; a
@@ -205,6 +207,10 @@ class loop_plan {
   // A plan that reached its first planned event and waits for its address range.
   bool plan_pending() const noexcept { return pending_; }
   std::size_t plan_span_bytes() const noexcept { return span_bytes_; }
+  // Note [Hand-over pages]: for the plan about to start, counts[p] = how many of the
+  // first p pages of its span a block lies on that the first step makes before its last
+  // free of a block made before the plan (span pages + 1 entries; all 0 when none is).
+  std::vector<std::size_t> early_page_counts(std::size_t page_bytes) const;
   // The caller reserved the range (activate) or could not (reject).
   void activate() noexcept;
   void reject() noexcept;

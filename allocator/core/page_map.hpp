@@ -41,6 +41,8 @@ class page_map {
   std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
   // The lowest unmapped page of [first, end), or end.
   std::size_t first_unmapped(std::size_t first, std::size_t end) const noexcept { return mapped_.first_absent(first, end); }
+  // The highest mapped page (page_set::npos: none).
+  std::size_t highest_mapped() const noexcept { return mapped_.highest_below(page_set::npos); }
   std::size_t live_bytes(std::size_t page) const noexcept { return live_bytes_[page]; }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 

@@ -84,7 +84,8 @@ class vmm_pool final : public large_pool {
                               stream_id stream, bool planned);
   // Note [Loop plans]: reserves the pending plan's range, or rejects the plan.
   void start_plan() noexcept;
-  // Note [Loop plans]: the page-aligned base of `span_bytes` inside one free range that
+  // Note [Loop plans], Note [Hand-over pages]: the page-aligned base of `span_bytes`
+  // inside one free range whose hand-over creates the fewest pages, and among those
   // covers the most cached free pages, with that range; nullopt when none covers any.
   std::optional<std::pair<std::uintptr_t, free_range>> plan_range_over_free_pages(std::size_t span_bytes) const;
   // Note [Loop plans]: gives an inactive plan's range back to ordinary placement.

@@ -25,8 +25,9 @@ backend::status vmm_pool::allocate_planned(std::uintptr_t address, std::size_t s
   return result;
 }
 
-// Note [Loop plans]: the window of `span_bytes` inside one free range of segment 0 that
-// covers the most cached free pages; nullopt when no window covers any.
+// Note [Loop plans], Note [Hand-over pages]: the window of `span_bytes` inside one free
+// range of segment 0 whose hand-over would create the fewest pages, and among those the
+// one covering the most cached free pages; nullopt when no window covers any.
 std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::plan_range_over_free_pages(
     std::size_t span_bytes) const {
   const page_set& cached = pages_.cached_free_pages();
@@ -35,10 +36,44 @@ std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::plan_range_over_f
   cached.append_members(cached_pages);
   const std::size_t page_bytes = pages_.page_bytes();
   const std::size_t span_pages = span_bytes / page_bytes;
+  // Note [Hand-over pages]: the pages of the span needed early, and the wholly free
+  // chunks a move could take (by head, ascending, with the running count of their pages).
+  const std::vector<std::size_t> early = plan_.early_page_counts(page_bytes);
+  const bool weigh_growth = early.size() == span_pages + 1 && early.back() != 0;
+  std::vector<std::size_t> free_heads, free_ends, free_before{0};
+  if (weigh_growth) {
+    for (std::size_t page : cached_pages) {
+      if (pages_.chunk_head(page) != page || !pages_.chunk_free(page)) continue;
+      free_heads.push_back(page);
+      free_ends.push_back(page + pages_.chunk_pages(page));
+      free_before.push_back(free_before.back() + pages_.chunk_pages(page));
+    }
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> holes;  // unmapped runs of a range
+  // The pages a window at `first` lacks and needs early, less the free chunks outside it.
+  auto growth_pages = [&](std::size_t first) -> std::size_t {
+    const std::size_t end = first + span_pages;
+    std::size_t needed = 0;
+    auto hole = std::lower_bound(holes.begin(), holes.end(), std::make_pair(first, std::size_t{0}),
+                                 [](const auto& a, const auto& b) { return a.second <= b.first; });
+    for (; hole != holes.end() && hole->first < end; ++hole)
+      needed += early[std::min(hole->second, end) - first] - early[std::max(hole->first, first) - first];
+    const auto inside_begin = static_cast<std::size_t>(
+        std::upper_bound(free_ends.begin(), free_ends.end(), first) - free_ends.begin());
+    const auto inside_end = static_cast<std::size_t>(
+        std::lower_bound(free_heads.begin(), free_heads.end(), end) - free_heads.begin());
+    const std::size_t outside =
+        free_before.back() - (inside_end > inside_begin ? free_before[inside_end] - free_before[inside_begin] : 0);
+    return needed > outside ? needed - outside : 0;
+  };
   std::optional<std::pair<std::uintptr_t, free_range>> best;
+  std::size_t best_growth = SIZE_MAX;
   std::size_t best_covered = 0;
   auto consider = [&](std::size_t first, std::size_t count, const free_range& range) {
-    if (count > best_covered) {
+    if (count == 0) return;
+    const std::size_t growth = weigh_growth ? growth_pages(first) : 0;
+    if (growth < best_growth || (growth == best_growth && count > best_covered)) {
+      best_growth = growth;
       best_covered = count;
       best = std::make_pair(pages_.page_address(first), range);
     }
@@ -49,6 +84,18 @@ std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::plan_range_over_f
     // The windows inside the range start at pages `lowest` to `highest`.
     const std::size_t lowest = pages_.first_page(lowest_base);
     const std::size_t highest = pages_.first_page(range.address + range.size_bytes - span_bytes);
+    holes.clear();
+    if (weigh_growth) {
+      // Above the highest mapped page the range is one hole.
+      const std::size_t limit = highest + span_pages;
+      const std::size_t top = pages_.highest_mapped();
+      for (std::size_t page = pages_.first_unmapped(lowest, limit); page < limit;) {
+        std::size_t run_end = top == page_set::npos || page > top ? limit : page + 1;
+        while (run_end < limit && !pages_.is_mapped(run_end)) ++run_end;
+        holes.emplace_back(page, run_end);
+        page = pages_.first_unmapped(run_end, limit);
+      }
+    }
     // The best window starts at a cached page, or is the last the range holds (for the
     // cached pages near its end). A window starting at a cached page covers that page and
     // those up to the first at or past its end, which only moves up as the start does:
