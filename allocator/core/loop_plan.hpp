@@ -87,10 +87,9 @@ struct step_block;  // core/step_layout.hpp
 //    loop_plan_hand_over.cpp), and among such places where it covers the most cached free
 //    pages (the window of its span, inside one free range, holding the most; the top of
 //    the free address space when none holds any), so that it starts on the loop's own
-//    pages. Before choosing, the pool has its owner give
-//    back the empty slabs the small pool keeps as a cache: best fit put them anywhere, and
-//    between two steps they are often all that is live there, splitting the free space
-//    the range needs. The pages the range lacks are moved in from the loop's old pages; a
+//    pages. Before choosing, the pool has its owner give back the empty slabs the small
+//    pool keeps as a cache: best fit put them anywhere, and between two steps they are
+//    often all that is live there, splitting the free space the range needs. The pages the range lacks are moved in from the loop's old pages; a
 //    run no cached chunk fits (each is larger than the room there) releases an idle one
 //    outside the range before its pages are created, so the hand-over does not grow
 //    reserved memory. The range's pages are never taken by page moves and stay mapped
@@ -138,9 +137,10 @@ struct step_block;  // core/step_layout.hpp
 //    whole step and while it keeps to it: when it leaves the step, that loop has ended,
 //    and the budget with it (the step is followed again if found again, and not laid out
 //    again). The refused layout is kept, and taken once reserved memory holds it (Note
-//    [Refused layouts] in vmm_pool_plans.cpp): the budget does not create past it. An abandoned plan is no
-//    failure either: the loop it planned ended (a phase of the program, or a layer taken
-//    for the step), which says nothing of whether the next loop can be planned.
+//    [Refused layouts] in vmm_pool_plans.cpp): the budget does not create past it. An
+//    abandoned plan is no failure either: the loop it planned ended (a phase of the
+//    program, or a layer taken for the step), which says nothing of whether the next loop
+//    can be planned.
 // Where it costs: recording is a hash-table insert per large event while no plan is
 // active, from the pool's first page move on (a pool that never moves pages records
 // nothing, and recording pauses again after kMaxLogTokens events without a move);
