@@ -41,8 +41,15 @@ class page_map {
   std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
   // The lowest unmapped page of [first, end), or end.
   std::size_t first_unmapped(std::size_t first, std::size_t end) const noexcept { return mapped_.first_absent(first, end); }
-  // The highest mapped page (page_set::npos: none).
-  std::size_t highest_mapped() const noexcept { return mapped_.highest_below(page_set::npos); }
+  // The end of the run of unmapped pages that starts at unmapped `page`, at most `end`
+  // (above the highest mapped page the run reaches `end` at once).
+  std::size_t unmapped_run_end(std::size_t page, std::size_t end) const noexcept {
+    const std::size_t top = mapped_.highest_below(page_set::npos);
+    if (top == page_set::npos || page > top) return end;
+    std::size_t run_end = page + 1;
+    while (run_end < end && !mapped_.contains(run_end)) ++run_end;
+    return run_end;
+  }
   std::size_t live_bytes(std::size_t page) const noexcept { return live_bytes_[page]; }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 

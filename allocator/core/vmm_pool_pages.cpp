@@ -221,8 +221,7 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
   std::size_t run_whole_end = first;
   inaccessible_run inaccessible{first, first};  // mapped by this call, access not yet granted
   for (std::size_t page = pages_.first_unmapped(first, end); page < end; page = pages_.first_unmapped(page, end)) {
-    std::size_t run_end = page + 1;
-    while (run_end < end && !pages_.is_mapped(run_end)) ++run_end;
+    std::size_t run_end = pages_.unmapped_run_end(page, end);
     // Note [Physical chunks]: a page the block covers only in part is a chunk of its own.
     const bool partial = pages_.page_address(page) < address ||
                          pages_.page_address(page) + pages_.page_bytes() > address + size_bytes;

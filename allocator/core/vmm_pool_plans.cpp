@@ -86,12 +86,9 @@ std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::plan_range_over_f
     const std::size_t highest = pages_.first_page(range.address + range.size_bytes - span_bytes);
     holes.clear();
     if (weigh_growth) {
-      // Above the highest mapped page the range is one hole.
       const std::size_t limit = highest + span_pages;
-      const std::size_t top = pages_.highest_mapped();
       for (std::size_t page = pages_.first_unmapped(lowest, limit); page < limit;) {
-        std::size_t run_end = top == page_set::npos || page > top ? limit : page + 1;
-        while (run_end < limit && !pages_.is_mapped(run_end)) ++run_end;
+        const std::size_t run_end = pages_.unmapped_run_end(page, limit);
         holes.emplace_back(page, run_end);
         page = pages_.first_unmapped(run_end, limit);
       }

@@ -10,8 +10,8 @@
 //  - a layout refused as too wide is kept, and taken once reserved memory holds it beside
 //    the blocks no plan places (Note [Refused layouts]);
 //  - blocks the step serves from mappings of their own, alone in their place, stay there;
-//  - the growth allowance is granted only once a plan has waited to hand over.
-//  - a loop refused a plan is budgeted only once it has followed its step a whole step.
+//  - the growth allowance is granted only once a plan has waited to hand over;
+//  - a loop refused a plan is budgeted only once it has followed its step a whole step;
 //  - a plan's range goes where its hand-over creates the fewest pages.
 #include <catch2/catch.hpp>
 
