@@ -66,6 +66,7 @@ std::uint64_t window_power() noexcept {
 // out every step on the allocating thread.
 struct loop_plan::layout_job {
   std::vector<step_block> blocks;
+  std::size_t phases = 0;  // the step's events
   std::size_t peak_bytes = 0;
   std::size_t churn_bytes = 0;
   std::pair<std::uint64_t, std::size_t> step{};  // (window hash, length), for rejected_steps_
@@ -490,6 +491,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   }
   auto job = std::make_unique<layout_job>();
   job->blocks = std::move(blocks);
+  job->phases = step_tokens;
   job->peak_bytes = static_cast<std::size_t>(peak);
   job->churn_bytes = churn_bytes;
   job->step = step;
@@ -510,7 +512,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
     try {
       job->thread = std::thread([running] {
         try {
-          running->span_bytes = lay_out_narrowest(running->blocks, &running->cancelled, true);
+          running->span_bytes = lay_out_narrowest(running->blocks, running->phases, &running->cancelled, true);
           running->done = !running->cancelled.load(std::memory_order_relaxed);
         } catch (...) {
           // no host memory: done stays false, and the plan is dropped when it is taken
@@ -522,7 +524,7 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
       // no thread to be had: laid out here
     }
   }
-  job->span_bytes = lay_out_narrowest(job->blocks, nullptr, on_threads);
+  job->span_bytes = lay_out_narrowest(job->blocks, job->phases, nullptr, on_threads);
   const char* rejected = take_layout(*job);
   if (rejected != nullptr && rejected != kLayoutTooWide) plan_.clear();  // Note [Refused layouts]
   return rejected;

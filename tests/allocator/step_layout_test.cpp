@@ -2,7 +2,8 @@
 // apart; the narrowest of them is kept, refined (Note [Layout refinement]) and searched on
 // (Note [Skyline layout]), the same on one thread or several, never wider; on serving steps
 // of growing caches the step-following orders beat largest-first, and refining narrows
-// them further; the skyline search narrows refined random steps, often to their peak.
+// them further; the skyline search narrows refined random steps, often to their peak; a
+// step run backwards meets the same blocks, and growing caches lay out narrower so.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -175,12 +176,26 @@ TEST_CASE("the narrowest layout is kept, refined and searched on, the same on on
     std::vector<step_block> refined = winner;
     const std::size_t refined_only_span = fragless::core::refine_layout(refined, winner_sequence, narrowest, nullptr);
     CHECK(refined_only_span <= narrowest);
-    const std::size_t refined_span = fragless::core::skyline_layout(refined, refined_only_span, nullptr);
+    std::size_t refined_span = fragless::core::skyline_layout(refined, refined_only_span, nullptr);
     CHECK(refined_span <= refined_only_span);
-    std::vector<step_block> one_thread = step, two_threads = step;
-    CHECK(lay_out_narrowest(one_thread, nullptr, false) == refined_span);
-    CHECK(lay_out_narrowest(two_threads, nullptr, true) == refined_span);
     CHECK(refined_span <= narrowest);  // refining never widens
+    // Note [Time reversal]: above the peak, the same again on the step run backwards, the
+    // narrower kept (the forward one on equal spans).
+    if (refined_span > peak_live_bytes(step, kPhases)) {
+      const std::vector<step_block> reversed_step = fragless::core::time_reversed(step, kPhases);
+      std::vector<step_block> reversed;
+      std::vector<std::size_t> reversed_sequence;
+      const std::size_t reversed_narrowest = narrowest_order(reversed_step, &reversed, &reversed_sequence);
+      const std::size_t reversed_refined = fragless::core::refine_layout(reversed, reversed_sequence, reversed_narrowest, nullptr);
+      const std::size_t reversed_span = fragless::core::skyline_layout(reversed, reversed_refined, nullptr);
+      if (reversed_span < refined_span) {
+        refined_span = reversed_span;
+        for (std::size_t index = 0; index < step.size(); ++index) refined[index].offset_bytes = reversed[index].offset_bytes;
+      }
+    }
+    std::vector<step_block> one_thread = step, two_threads = step;
+    CHECK(lay_out_narrowest(one_thread, kPhases, nullptr, false) == refined_span);
+    CHECK(lay_out_narrowest(two_threads, kPhases, nullptr, true) == refined_span);
     CHECK(refined_span >= peak_live_bytes(step, kPhases));
     CHECK(overlaps(one_thread, kPhases, refined_span) == 0);
     for (std::size_t index = 0; index < step.size(); ++index) {
@@ -190,12 +205,55 @@ TEST_CASE("the narrowest layout is kept, refined and searched on, the same on on
   }
 }
 
+TEST_CASE("a step run backwards has the same blocks meeting, the same peak, and twice reversed is the step", "[step_layout]") {
+  for (std::uint32_t seed = 1; seed <= 30; ++seed) {
+    INFO("seed " << seed);
+    constexpr std::size_t kPhases = 64;
+    const std::vector<step_block> step = random_step(seed, 60, kPhases);
+    const std::vector<step_block> reversed = fragless::core::time_reversed(step, kPhases);
+    REQUIRE(reversed.size() == step.size());
+    CHECK(peak_live_bytes(reversed, kPhases) == peak_live_bytes(step, kPhases));
+    std::size_t meetings = 0, mismatches = 0;
+    for (std::size_t a = 0; a < step.size(); ++a) {
+      // Each phase live forward is its mirror live backwards (phase p -> phases - 1 - p).
+      for (std::size_t phase = 0; phase < kPhases; ++phase)
+        if (live_at(step[a], phase) != live_at(reversed[a], kPhases - 1 - phase)) ++mismatches;
+      CHECK(reversed[a].size_bytes == step[a].size_bytes);
+      CHECK(reversed[a].phase == step[a].phase);
+      CHECK(reversed[a].first_begin < reversed[a].first_end);
+      CHECK(reversed[a].second_end <= reversed[a].first_begin);
+      for (std::size_t b = a + 1; b < step.size(); ++b) {
+        const auto meet = [&](const std::vector<step_block>& blocks) {
+          return fragless::core::lifetimes_meet(
+              static_cast<std::uint32_t>(blocks[a].first_begin), static_cast<std::uint32_t>(blocks[a].first_end),
+              static_cast<std::uint32_t>(blocks[a].second_end), static_cast<std::uint32_t>(blocks[b].first_begin),
+              static_cast<std::uint32_t>(blocks[b].first_end), static_cast<std::uint32_t>(blocks[b].second_end));
+        };
+        meetings += meet(step) ? 1 : 0;
+        if (meet(step) != meet(reversed)) ++mismatches;
+      }
+    }
+    CHECK(mismatches == 0);
+    CHECK(meetings > 0);
+    // Placing starts at the same cut, walked backwards: the block made first forward from
+    // there is, backwards, freed last before it.
+    const std::vector<step_block> twice = fragless::core::time_reversed(reversed, kPhases);
+    for (std::size_t index = 0; index < step.size(); ++index) {
+      CHECK(twice[index].first_begin == step[index].first_begin);
+      CHECK(twice[index].first_end == step[index].first_end);
+      CHECK(twice[index].second_end == step[index].second_end);
+      CHECK(twice[index].from_start == step[index].from_start);
+      CHECK(reversed[index].from_start + step[index].from_start + step[index].lifetime() <= 2 * kPhases);
+    }
+  }
+}
+
 TEST_CASE("refining stops at the step's peak and when cancelled", "[step_layout]") {
   // Two blocks that never meet: any order lays them out at the peak, and refining does
   // nothing more.
   std::vector<step_block> apart = {make_block(0, 4096, 0, 2, 4, 0), make_block(1, 8192, 2, 4, 4, 0)};
   CHECK(fragless::core::step_peak_bytes(apart) == 8192);
-  CHECK(lay_out_narrowest(apart, nullptr, false) == 8192);
+  CHECK(lay_out_narrowest(apart, 4, nullptr, false) == 8192);
   // A step that wraps: live from its start too.
   std::vector<step_block> wrapping = {make_block(0, 4096, 3, 1, 4, 0), make_block(1, 8192, 0, 2, 4, 0)};
   CHECK(fragless::core::step_peak_bytes(wrapping) == 4096 + 8192);
@@ -236,7 +294,7 @@ TEST_CASE("a cancelled layout stops at once", "[step_layout]") {
   const std::atomic<bool> cancelled{true};
   std::vector<step_block> blocks = step;
   CHECK(lay_out(blocks, layout_order::step, &cancelled) == 0);
-  CHECK(lay_out_narrowest(blocks, &cancelled, true) == 0);
+  CHECK(lay_out_narrowest(blocks, 64, &cancelled, true) == 0);
 }
 
 TEST_CASE("serving steps of growing caches: the step's orders beat largest-first, refining narrows them further", "[step_layout]") {
@@ -263,7 +321,7 @@ TEST_CASE("serving steps of growing caches: the step's orders beat largest-first
         size_span = std::min(size_span, span);
     }
     std::vector<step_block> blocks = step;
-    const std::size_t span = lay_out_narrowest(blocks, nullptr, false);
+    const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
     CHECK(overlaps(blocks, phases, span) == 0);
     CHECK(span >= peak_live_bytes(step, phases));
     CHECK(fragless::core::step_peak_bytes(step) == peak_live_bytes(step, phases));
@@ -355,4 +413,37 @@ TEST_CASE("serving steps of growing caches: the skyline search in the step's ord
   CHECK(narrower >= 14);
   CHECK(std::exp(log_before_sum / 20) >= 1.12);  // something to search
   CHECK(std::exp(log_after_sum / 20) <= 1.10);
+}
+
+TEST_CASE("growing caches are laid out narrower backwards where they shrink", "[step_layout]") {
+  // Note [Time reversal]: each new copy of a growing cache is the largest block so far and
+  // must miss the copy it replaces; run backwards the caches shrink, and each shorter copy
+  // fits the gap the longer one leaves. Measured on these 20 seeds: narrower than the
+  // forward layout on 15 (seed 10 1.172x -> 1.030x its peak), at the peak on 9 instead of
+  // 3, 0.959x the forward span, geometric mean.
+  std::size_t narrower = 0, at_peak_forward = 0, at_peak = 0;
+  double log_ratio_sum = 0;
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 0;
+    const std::vector<step_block> step = growing_caches_step(seed, 2 + seed % 6, 12, &phases);
+    const std::size_t peak = peak_live_bytes(step, phases);
+    std::vector<step_block> forward;
+    std::vector<std::size_t> sequence;
+    const std::size_t narrowest = narrowest_order(step, &forward, &sequence);
+    const std::size_t refined = fragless::core::refine_layout(forward, sequence, narrowest, nullptr);
+    const std::size_t forward_span = fragless::core::skyline_layout(forward, refined, nullptr);
+    std::vector<step_block> blocks = step;
+    const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
+    CHECK(overlaps(blocks, phases, span) == 0);
+    CHECK(span <= forward_span);
+    CHECK(span >= peak);
+    if (span < forward_span) ++narrower;
+    if (forward_span == peak) ++at_peak_forward;
+    if (span == peak) ++at_peak;
+    log_ratio_sum += std::log(static_cast<double>(span) / static_cast<double>(forward_span));
+  }
+  CHECK(narrower >= 12);
+  CHECK(at_peak >= at_peak_forward + 4);
+  CHECK(std::exp(log_ratio_sum / 20) <= 0.97);
 }
