@@ -182,11 +182,8 @@ TEST_CASE("the narrowest layout is kept, refined and searched on, the same on on
     // Note [Time reversal]: above the peak, the same again on the step run backwards, the
     // narrower kept (the forward one on equal spans).
     if (refined_span > peak_live_bytes(step, kPhases)) {
-      const std::vector<step_block> reversed_step = fragless::core::time_reversed(step, kPhases);
       std::vector<step_block> reversed;
-      std::vector<std::size_t> reversed_sequence;
-      const std::size_t reversed_narrowest = narrowest_order(reversed_step, &reversed, &reversed_sequence);
-      const std::size_t reversed_refined = fragless::core::refine_layout(reversed, reversed_sequence, reversed_narrowest, nullptr);
+      const std::size_t reversed_refined = refined_narrowest(fragless::core::time_reversed(step, kPhases), &reversed);
       const std::size_t reversed_span = fragless::core::skyline_layout(reversed, reversed_refined, nullptr);
       if (reversed_span < refined_span) {
         refined_span = reversed_span;
@@ -429,10 +426,7 @@ TEST_CASE("growing caches are laid out narrower backwards where they shrink", "[
     const std::vector<step_block> step = growing_caches_step(seed, 2 + seed % 6, 12, &phases);
     const std::size_t peak = peak_live_bytes(step, phases);
     std::vector<step_block> forward;
-    std::vector<std::size_t> sequence;
-    const std::size_t narrowest = narrowest_order(step, &forward, &sequence);
-    const std::size_t refined = fragless::core::refine_layout(forward, sequence, narrowest, nullptr);
-    const std::size_t forward_span = fragless::core::skyline_layout(forward, refined, nullptr);
+    const std::size_t forward_span = fragless::core::skyline_layout(forward, refined_narrowest(step, &forward), nullptr);
     std::vector<step_block> blocks = step;
     const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
     CHECK(overlaps(blocks, phases, span) == 0);
