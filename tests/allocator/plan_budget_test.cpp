@@ -12,7 +12,8 @@
 //  - blocks the step serves from mappings of their own, alone in their place, stay there;
 //  - the growth allowance is granted only once a plan has waited to hand over;
 //  - a loop refused a plan is budgeted only once it has followed its step a whole step;
-//  - a plan's range goes where its hand-over creates the fewest pages.
+//  - a plan's range goes where its hand-over creates the fewest pages;
+//  - a run that no idle chunk fits gives one back before reserved memory passes its mark.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -105,7 +106,9 @@ void check_settled(const replay_result& earlier, const replay_result& later) {
 // block outlives it), and the whole step is planned and followed within 1.03x. With
 // physical chunks (1/256 of reserved memory) the loop's moves end before a plan is needed
 // since it gets no growth allowance (no plan waits, Note [Page moves]): 1.006x the ideal and
-// no device call in the third pass, no plan built or abandoned.
+// no device call in the fourth pass, no plan built or abandoned. (In the third until chunks
+// too large to move were given back before passing the high-water mark, Note [Chunks given
+// back]: the memory given back in the second pass is made again in the third.)
 TEST_CASE("a pipeline whose step holds huge blocks is planned over the whole step", "[growth][loop_plans]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("pipeline-1f1b", 57);
   core::cache_settings paged;
@@ -116,12 +119,12 @@ TEST_CASE("a pipeline whose step holds huge blocks is planned over the whole ste
 
   core::cache_settings chunked;
   chunked.conf.physical_chunk_fraction = 1.0 / 256;
-  const replay_result two = replay(chunked, workload, 2);
   const replay_result three = replay(chunked, workload, 3);
-  CHECK(three.failed == 0);
-  CHECK(three.stats.num_loop_plans_abandoned == 0);
-  CHECK(static_cast<double>(three.peak_reserved_bytes) <= 1.03 * static_cast<double>(three.peak_live_bytes));
-  check_settled(two, three);
+  const replay_result four = replay(chunked, workload, 4);
+  CHECK(four.failed == 0);
+  CHECK(four.stats.num_loop_plans_abandoned == 0);
+  CHECK(static_cast<double>(four.peak_reserved_bytes) <= 1.03 * static_cast<double>(four.peak_live_bytes));
+  check_settled(three, four);
   CHECK(simcuda_race_count() == 0);
 }
 
@@ -268,4 +271,14 @@ TEST_CASE("a plan's range goes where its hand-over creates the fewest pages", "[
   const fragless::traces::trace workload = bench::generate_corpus_workload("quantized-attention", 132);
   const replay_result five = replay(core::cache_settings{}, workload, 5);
   check_planned_replay(five, 1.05);
+}
+
+// Note [Chunks given back]: quantized-attention seed 34's score blocks (9 GiB) get chunks of
+// up to 1/32 of their run; in its second pass the smaller blocks placed in that memory lack
+// runs no such chunk fits, and each was created while the large chunks sat free and idle:
+// 1.105x the live peak. Past the allowance, a run about to pass the high-water mark gives
+// one back first: 1.025x.
+TEST_CASE("a run no idle chunk fits gives one back before reserved memory passes its mark", "[chunks][growth]") {
+  const fragless::traces::trace workload = bench::generate_corpus_workload("quantized-attention", 34);
+  check_planned_replay(replay(core::cache_settings{}, workload, 5), 1.03);  // 1.105x without it
 }
