@@ -1,6 +1,7 @@
 // VMM pool: the shared range's pages -- where a block goes (Note [Placement]),
-// the pages kept mapped as a cache (Note [Page cache]) and when a missing page is moved
-// rather than created (Note [Page moves]).
+// the pages kept mapped as a cache (Note [Page cache]), when a missing page is moved
+// rather than created (Note [Page moves]) and when a free chunk too large to move is given
+// back first (Note [Chunks given back]).
 // Invariant: a page is mapped while a live block touches it; a page moved or released is
 // one no stream can still touch; every handle taken off a page is mapped again, released,
 // or queued in unreleased_ for a later retry.
