@@ -92,9 +92,9 @@ struct step_block;  // core/step_layout.hpp
 //    often all that is live there, splitting the free space the range needs. The pages
 //    the range lacks are moved in from the loop's old pages; a run no cached chunk fits
 //    (each is larger than the room there) releases an idle one outside the range before
-//    its pages are created, so the hand-over does not grow reserved memory. The range's pages are never taken by page moves and stay mapped
-//    from step to step: a loop whose plan fits makes no map/unmap call from its first
-//    fully planned step on. The step that hands over moves only what the range lacked. (At
+//    its pages are created, so the hand-over does not grow reserved memory. The range's
+//    pages are never taken by page moves and stay mapped from step to step: a loop whose
+//    plan fits makes no map/unmap call from its first fully planned step on. The step that hands over moves only what the range lacked. (At
 //    the top of the free space always, a block kept above the loop's pages put the range
 //    past it, and the hand-over moved every page in: docs/compaction.md.)
 //    A loop whose moves stop after a step or two is settling, and a plan would cost it a

@@ -206,7 +206,8 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
   std::vector<step_block> reversed = blocks;
   for (step_block& block : reversed) {
     const std::size_t lifetime = block.lifetime();
-    if (block.second_end > 0) {  // [begin, phases) + [0, second_end) -> [phases - second_end, phases) + [0, phases - begin)
+    // [begin, phases) + [0, second_end) -> [phases - second_end, phases) + [0, phases - begin)
+    if (block.second_end > 0) {
       const std::size_t begin = phases - block.second_end, second_end = phases - block.first_begin;
       block.first_begin = begin;
       block.first_end = phases;

@@ -183,6 +183,10 @@ class vmm_pool final : public large_pool {
   void make_room_for_growth(std::size_t bytes) noexcept;
   // Note [Growth]: records reserved memory after it grew.
   void note_growth() noexcept { reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved_bytes()); }
+  // Note [Growth]: would reserved memory pass its high-water mark, grown by `bytes`?
+  bool growth_passes_mark(std::size_t bytes) const noexcept {
+    return reserved_bytes() + bytes > reserved_high_water_bytes_;
+  }
   // Note [Growth]: a huge request goes to the shared range unless a cached mapping fits it
   // exactly or its memory is new (it would pass the high-water mark, no idle cached
   // mapping is left to give back and the shared range has no free page).

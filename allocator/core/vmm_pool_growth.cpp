@@ -55,7 +55,7 @@ namespace fragless::core {
 // either way (the README's corpus tables). The earlier rule (a mapping of its own
 // whenever it stayed below the mark) left 376 seeds re-creating mappings every step.
 void vmm_pool::make_room_for_growth(std::size_t bytes) noexcept {
-  while (dedicated_cached_bytes_ != 0 && reserved_bytes() + bytes > reserved_high_water_bytes_) {
+  while (dedicated_cached_bytes_ != 0 && growth_passes_mark(bytes)) {
     std::uintptr_t largest = 0;
     std::size_t largest_bytes = 0;
     for (const auto& [base, mapping] : dedicated_) {
@@ -74,7 +74,7 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
   for (const auto& [base, mapping] : dedicated_)
     if (mapping.fits_exactly(bytes)) return false;  // reused in place
   const bool free_pages_hold_it = pages_.cached_free_pages().size() * pages_.page_bytes() >= bytes;
-  if (free_pages_hold_it || reserved_bytes() + bytes <= reserved_high_water_bytes_) return true;
+  if (free_pages_hold_it || !growth_passes_mark(bytes)) return true;
   const std::size_t cached_before_bytes = dedicated_cached_bytes_;
   make_room_for_growth(bytes);
   return dedicated_cached_bytes_ != cached_before_bytes || !pages_.cached_free_pages().empty();

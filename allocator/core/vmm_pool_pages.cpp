@@ -377,8 +377,7 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   // [Mapped blocks in a plan]). So does an ordinary run the pool would rather move to,
   // where creating would pass the high-water mark (Note [Chunks given back]).
   const bool planned_run = move_first && at != SIZE_MAX && in_plan_range(pages_.page_address(at));
-  const bool passes_mark = !move_first && at != SIZE_MAX &&
-                           reserved_bytes() + create_pages * pages_.page_bytes() > reserved_high_water_bytes_;
+  const bool passes_mark = !move_first && at != SIZE_MAX && growth_passes_mark(create_pages * pages_.page_bytes());
   if (planned_run || passes_mark) {
     backend::physical_handle spare = 0;
     std::size_t spare_pages = 0;
