@@ -1,9 +1,11 @@
 // Step layout: several greedy orders, the narrowest layout kept (Note [Layout orders]),
-// refined (Note [Layout refinement]) and searched once more where it stays above the step's
-// peak (Note [Skyline layout] in skyline_layout.cpp); where the step is still wider than
-// its peak, all of that again on the step run backwards (Note [Time reversal]).
+// refined (Note [Layout refinement]), searched once more where it stays above the step's
+// peak (Note [Skyline layout] in skyline_layout.cpp) and then laid out as a ring (Note
+// [Ring layout] in ring_layout.cpp); where the step is still wider than its peak, all of
+// that again on the step run backwards (Note [Time reversal]).
 #include "core/step_layout.hpp"
 
+#include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
 
 #include <algorithm>
@@ -137,8 +139,9 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
 namespace {
 
 // One direction of lay_out_narrowest (Note [Time reversal]): every order, the narrowest
-// refined and searched on.
-std::size_t lay_out_one_direction(std::vector<step_block>& blocks, const std::atomic<bool>* cancel, bool threads) {
+// refined, searched on and tried as a ring.
+std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
+                                  bool threads) {
   // Orders that place the blocks in the same sequence give the same layout: each distinct
   // sequence is laid out once (the two size orders agree wherever no two blocks of one
   // size differ in start and lifetime order, as in most serving steps).
@@ -197,7 +200,9 @@ std::size_t lay_out_one_direction(std::vector<step_block>& blocks, const std::at
   blocks = std::move(laid_out[best]);
   const std::size_t refined_span = refine_layout(blocks, std::move(sequences[best]), spans[best], cancel);
   if (refined_span == 0) return 0;  // cancelled
-  return skyline_layout(blocks, refined_span, cancel);  // Note [Skyline layout]
+  const std::size_t searched_span = skyline_layout(blocks, refined_span, cancel);  // Note [Skyline layout]
+  if (searched_span == 0) return 0;                                                 // cancelled
+  return ring_layout(blocks, phases, step_peak_bytes(blocks), searched_span, cancel);  // Note [Ring layout]
 }
 
 }  // namespace
@@ -245,10 +250,10 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 // other families' steps are at their peak forward or no narrower backwards.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
                               bool threads) {
-  const std::size_t span = lay_out_one_direction(blocks, cancel, threads);
+  const std::size_t span = lay_out_one_direction(blocks, phases, cancel, threads);
   if (span == 0 || span <= step_peak_bytes(blocks)) return span;
   std::vector<step_block> reversed = time_reversed(blocks, phases);
-  const std::size_t reversed_span = lay_out_one_direction(reversed, cancel, threads);
+  const std::size_t reversed_span = lay_out_one_direction(reversed, phases, cancel, threads);
   if (reversed_span == 0) return 0;  // cancelled
   if (reversed_span >= span) return span;
   for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = reversed[index].offset_bytes;

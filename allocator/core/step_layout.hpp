@@ -3,8 +3,9 @@
 // gives every block an offset so that no two blocks whose lifetimes meet overlap, trying
 // several orders, keeping the narrowest layout (Note [Layout orders]), refining it (Note
 // [Layout refinement]) and, where it is still wider than the step's peak, searching once
-// more (Note [Skyline layout], skyline_layout.hpp) and then doing it all on the step run
-// backwards (Note [Time reversal]).
+// more (Note [Skyline layout], skyline_layout.hpp), laying it out as a ring (Note [Ring
+// layout], ring_layout.hpp) and then doing it all on the step run backwards (Note [Time
+// reversal]).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
 // same layout, on one thread or several; refining and the search never widen a layout.
@@ -106,10 +107,11 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 
 // Lays the blocks of a step of `phases` phases out in every order of kLayoutOrders -- with
 // `threads`, each order after the first on a thread of its own (here, one after the other,
-// where no thread can be had) -- keeps the narrowest layout, refines it (refine_layout) and
-// searches on from it (skyline_layout); where that stays above the step's peak, does it
-// all again on the step run backwards (time_reversed) and keeps the narrower, in
-// `blocks`; returns its span (0 when cancelled). Throws only std::bad_alloc.
+// where no thread can be had) -- keeps the narrowest layout, refines it (refine_layout),
+// searches on from it (skyline_layout) and tries a ring (ring_layout); where that stays
+// above the step's peak, does it all again on the step run backwards (time_reversed) and
+// keeps the narrower, in `blocks`; returns its span (0 when cancelled). Throws only
+// std::bad_alloc.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
                               bool threads);
 
