@@ -40,8 +40,18 @@ namespace {
 // -> 1.062x for 10-30 % more layout time); the rest are at their peak or no narrower.
 // Where blocks are a tenth of the peak each and few live at once (seed 196, 1.125x) no
 // width near the peak takes them: a block then fits neither above the cursor nor below.
+// The ring leaves holes -- a block that did not fit before the top left the rest of the
+// width empty that lap -- so the layout it finds is then settled: each block, lowest
+// first, moved down to the lowest place that misses every block its lifetime meets, sweep
+// after sweep (at most kSettleSweeps) until none moves, within the same test budget; no
+// block moves up, so the span never grows. The 32 serving steps above: 1.041x -> 1.039x
+// (seed 6 1.086x -> 1.079x, seed 196 1.125x -> 1.119x) for about a fifth more layout
+// time; corpus `kv-cache-eviction`, 1,000 seeds, fragless alone: 9 seeds lower by more
+// than 1 %, none higher; the family's longest call (a plan waiting for its layout, Note
+// [Layout threads]) 4.1-4.3 -> 4.4-4.7 ms over seeds 1-200 (three alternated runs each).
 constexpr std::size_t kRingWidthSteps = 256;
 constexpr std::size_t kRingPairTests = std::size_t{200} << 20;
+constexpr std::size_t kSettleSweeps = 8;
 
 struct ring_block {
   std::size_t offset_bytes, end_bytes;
@@ -125,6 +135,54 @@ private:
   std::vector<std::size_t> offsets_;
 };
 
+// The lowest offset where `size_bytes` misses every range of `taken` (sorted by start).
+std::size_t lowest_fit(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t size_bytes) {
+  std::size_t gap_begin = 0;
+  for (const auto& [taken_begin, taken_end] : taken) {
+    if (taken_end <= gap_begin) continue;
+    if (taken_begin >= gap_begin && taken_begin - gap_begin >= size_bytes) break;
+    gap_begin = taken_end;
+  }
+  return gap_begin;
+}
+
+// Note [Ring layout]: settles a layout -- each block, lowest first, down to the lowest place
+// that misses every block whose lifetime meets its own -- until a sweep moves none, after
+// kSettleSweeps sweeps, or when the lifetime tests of `pair_budget` run out. Never widens.
+void settle(std::vector<step_block>& blocks, std::size_t& pair_budget) {
+  const std::size_t count = blocks.size();
+  std::vector<std::size_t> lowest_first(count);
+  std::vector<std::pair<std::size_t, std::size_t>> taken;
+  for (std::size_t sweep = 0; sweep < kSettleSweeps; ++sweep) {
+    if (count > pair_budget / count) return;
+    pair_budget -= count * count;
+    for (std::size_t index = 0; index < count; ++index) lowest_first[index] = index;
+    std::sort(lowest_first.begin(), lowest_first.end(), [&](std::size_t a, std::size_t b) {
+      return blocks[a].offset_bytes != blocks[b].offset_bytes ? blocks[a].offset_bytes < blocks[b].offset_bytes : a < b;
+    });
+    bool moved = false;
+    for (std::size_t index : lowest_first) {
+      step_block& block = blocks[index];
+      taken.clear();
+      for (std::size_t other = 0; other < count; ++other) {
+        const step_block& placed = blocks[other];
+        if (other != index &&
+            lifetimes_meet(static_cast<std::uint32_t>(placed.first_begin), static_cast<std::uint32_t>(placed.first_end),
+                           static_cast<std::uint32_t>(placed.second_end), static_cast<std::uint32_t>(block.first_begin),
+                           static_cast<std::uint32_t>(block.first_end), static_cast<std::uint32_t>(block.second_end)))
+          taken.emplace_back(placed.offset_bytes, placed.offset_bytes + placed.size_bytes);
+      }
+      std::sort(taken.begin(), taken.end());
+      const std::size_t lowest_bytes = lowest_fit(taken, block.size_bytes);
+      if (lowest_bytes < block.offset_bytes) {
+        block.offset_bytes = lowest_bytes;
+        moved = true;
+      }
+    }
+    if (!moved) return;
+  }
+}
+
 }  // namespace
 
 std::size_t ring_layout(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
@@ -143,11 +201,10 @@ std::size_t ring_layout(std::vector<step_block>& blocks, std::size_t phases, std
       if (pair_budget == 0) break;
       continue;
     }
+    for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = trial.offsets()[index];
+    settle(blocks, pair_budget);
     std::size_t ring_span_bytes = 0;
-    for (std::size_t index = 0; index < blocks.size(); ++index) {
-      blocks[index].offset_bytes = trial.offsets()[index];
-      ring_span_bytes = std::max(ring_span_bytes, trial.offsets()[index] + blocks[index].size_bytes);
-    }
+    for (const step_block& block : blocks) ring_span_bytes = std::max(ring_span_bytes, block.offset_bytes + block.size_bytes);
     return ring_span_bytes;
   }
   return span_bytes;
