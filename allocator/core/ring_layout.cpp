@@ -1,5 +1,6 @@
 // Ring layout (Note [Ring layout]): the step's blocks placed in its order, next fit in a
-// ring of fixed width, at the narrowest of a few widths above the step's peak.
+// ring of fixed width, at the narrowest of a few widths above the step's peak; the layout
+// found then settled, each block down to the lowest place it fits.
 #include "core/ring_layout.hpp"
 
 #include <algorithm>
@@ -53,6 +54,19 @@ constexpr std::size_t kRingWidthSteps = 256;
 constexpr std::size_t kRingPairTests = std::size_t{200} << 20;
 constexpr std::size_t kSettleSweeps = 8;
 
+// The lowest offset at or above `from_bytes` where `size_bytes` misses every range of
+// `taken` (sorted by start).
+std::size_t first_fit_from(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t from_bytes,
+                           std::size_t size_bytes) {
+  std::size_t gap_begin = from_bytes;
+  for (const auto& [taken_begin, taken_end] : taken) {
+    if (taken_end <= gap_begin) continue;
+    if (taken_begin >= gap_begin && taken_begin - gap_begin >= size_bytes) break;
+    gap_begin = taken_end;
+  }
+  return gap_begin;
+}
+
 struct ring_block {
   std::size_t offset_bytes, end_bytes;
   std::uint32_t first_begin, first_end, second_end;
@@ -100,8 +114,8 @@ public:
         for (std::size_t placed : active_) test(placed_[placed]);
       }
       std::sort(taken_.begin(), taken_.end());
-      std::size_t offset_bytes = first_fit_from(cursor_bytes, block.size_bytes, width_bytes);
-      if (offset_bytes == SIZE_MAX) offset_bytes = first_fit_from(0, block.size_bytes, width_bytes);
+      std::size_t offset_bytes = fit_under(cursor_bytes, block.size_bytes, width_bytes);
+      if (offset_bytes == SIZE_MAX) offset_bytes = fit_under(0, block.size_bytes, width_bytes);
       if (offset_bytes == SIZE_MAX) return false;
       offsets_[index] = offset_bytes;
       cursor_bytes = offset_bytes + block.size_bytes;
@@ -116,14 +130,9 @@ public:
 private:
   // The lowest offset at or above `from_bytes` where `size_bytes` misses every taken range
   // and ends at or under `width_bytes`; SIZE_MAX where there is none.
-  std::size_t first_fit_from(std::size_t from_bytes, std::size_t size_bytes, std::size_t width_bytes) const {
-    std::size_t gap_begin = from_bytes;
-    for (const auto& [taken_begin, taken_end] : taken_) {
-      if (taken_end <= gap_begin) continue;
-      if (taken_begin >= gap_begin && taken_begin - gap_begin >= size_bytes) break;
-      gap_begin = taken_end;
-    }
-    return gap_begin <= width_bytes && width_bytes - gap_begin >= size_bytes ? gap_begin : SIZE_MAX;
+  std::size_t fit_under(std::size_t from_bytes, std::size_t size_bytes, std::size_t width_bytes) const {
+    const std::size_t offset_bytes = first_fit_from(taken_, from_bytes, size_bytes);
+    return offset_bytes <= width_bytes && width_bytes - offset_bytes >= size_bytes ? offset_bytes : SIZE_MAX;
   }
 
   const std::vector<step_block>& blocks_;
@@ -134,17 +143,6 @@ private:
   std::vector<std::pair<std::size_t, std::size_t>> taken_;
   std::vector<std::size_t> offsets_;
 };
-
-// The lowest offset where `size_bytes` misses every range of `taken` (sorted by start).
-std::size_t lowest_fit(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t size_bytes) {
-  std::size_t gap_begin = 0;
-  for (const auto& [taken_begin, taken_end] : taken) {
-    if (taken_end <= gap_begin) continue;
-    if (taken_begin >= gap_begin && taken_begin - gap_begin >= size_bytes) break;
-    gap_begin = taken_end;
-  }
-  return gap_begin;
-}
 
 // Note [Ring layout]: settles a layout -- each block, lowest first, down to the lowest place
 // that misses every block whose lifetime meets its own -- until a sweep moves none, after
@@ -173,7 +171,7 @@ void settle(std::vector<step_block>& blocks, std::size_t& pair_budget) {
           taken.emplace_back(placed.offset_bytes, placed.offset_bytes + placed.size_bytes);
       }
       std::sort(taken.begin(), taken.end());
-      const std::size_t lowest_bytes = lowest_fit(taken, block.size_bytes);
+      const std::size_t lowest_bytes = first_fit_from(taken, 0, block.size_bytes);
       if (lowest_bytes < block.offset_bytes) {
         block.offset_bytes = lowest_bytes;
         moved = true;

@@ -3,7 +3,8 @@
 // skyline_layout.hpp) leave a step wider than its peak, the blocks are placed once more in
 // the order the step makes them, each at the first place at or after the previous one
 // that fits under a fixed width, wrapping to the bottom at the top -- a ring buffer -- at
-// the narrowest width that takes them all.
+// the narrowest width that takes them all, and that layout settled: each block moved down
+// to the lowest place it fits.
 // Invariant: the blocks' offsets change only to a layout that overlaps no two blocks whose
 // lifetimes meet and spans less than the span given; the same blocks give the same layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
