@@ -8,7 +8,8 @@
 // reversal]).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
-// same layout, on one thread or several; refining and the search never widen a layout.
+// same layout, on one thread or several; refining, the search and the ring never widen a
+// layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
 #pragma once
 
