@@ -133,26 +133,21 @@ stream_shard& device_cache::create_shard(stream_id stream) {
 // on requests keeps a small program with a high allocation rate from paying the slow path
 // for long. Nor does a program switch once it has settled: past exact_start_allocations
 // small requests it switches only at the end of a window of half that many in which the
-// large pool called the device (created, released, mapped or unmapped memory), and once
-// such a window has passed without a call it keeps exact placement for good (up to
-// small_program_exact_allocations requests, as a small program). A program that makes few
-// small requests per step reaches the threshold only after its loop has settled, and the
-// switch then unsettled it: the new slabs' pages were new ones, created in a later
-// repetition (corpus `moe-routing` seed 128, some 250 small requests in each of its
-// 1,418-event passes: no call in passes 2-4, one page created in pass 5 and more up to
-// pass 7; now none after pass 1, at 1.000x the ideal instead of 1.010x). Corpus, 1,000
-// seeds a family, five repetitions: seeds calling in the fifth pass where PyTorch does not
-// 176 -> 80 (`moe-routing` 78 -> 6), 45 peaks lower by more than 1 % (`moe-routing` 35),
-// none higher. Switching again at a later window with calls, without the "for good", left
-// one shared trace (DeComFL's `memory.pickle`) switching in its fifth repetition. Ending
-// the exact start sooner instead (at 256 or 64 small requests; seeds 1-200) made the
-// fifth-pass seeds 126 and 73 where they were 41, with 88 and 188 peaks higher. The price
-// is the slow path for the small requests of the programs that keep exact placement: on
-// the shared traces three do, with lower peaks, their host ns/op 296 -> 482, 149 -> 238
-// and 243 -> 357 (`medium_256_training`, DeComFL, `pangu_2.6B`), the 52's geometric mean
-// moving with the machine. Blocks placed exactly stay large-pool blocks until freed. The
-// hot path reads one counter that stops changing at zero; the end is decided on the exact
-// path (device lock).
+// large pool called the device (created, released, mapped or unmapped memory). A program
+// that makes few small requests per step reaches the threshold only after its loop has
+// settled, and the switch then unsettled it: the new slabs' pages were new ones, created
+// in a later repetition (corpus `moe-routing` seed 128, some 250 small requests in each of
+// its 1,418-event passes: no call in passes 2-4, one page created in pass 5 and more up
+// to pass 7; now none after pass 1, at 1.000x the ideal instead of 1.010x). Seeds 1-200
+// of every family, five repetitions, fragless alone: seeds calling in the fifth pass
+// 41 -> 20 (`moe-routing` 20 -> 1), 8 peaks lower by more than 1 %, none higher; ending
+// the exact start sooner instead (at 256 or 64 small requests) made it 126 and 73, with
+// 88 and 188 peaks higher. Such a program pays the slow path for its small requests up to
+// small_program_exact_allocations of them, as a small program does (the shared traces'
+// host ns/op 257 -> 263, geometric mean, three of them keeping exact placement: 147 -> 259
+// ns on DeComFL's `memory.pickle`, and lower peaks on the three). Blocks placed exactly
+// stay large-pool blocks until freed. The hot path reads one counter that stops changing
+// at zero; the end is decided on the exact path (device lock).
 
 void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
   if (request_bytes == 0) return nullptr;
@@ -183,9 +178,8 @@ void device_cache::end_exact_start_if_due_locked() noexcept {
     exact_start_window_called_ = calls != exact_start_window_calls_;
     exact_start_window_calls_ = calls;
     exact_start_window_end_ = taken + window;
-    if (taken >= settings_.exact_start_allocations && !exact_start_window_called_) exact_start_settled_ = true;
   }
-  if (taken >= settings_.exact_start_allocations && !exact_start_settled_ && exact_start_window_called_ &&
+  if (taken >= settings_.exact_start_allocations && exact_start_window_called_ &&
       reserved_high_water_bytes_ > settings_.small_program_reserved_bytes)
     exact_start_remaining_.store(0, std::memory_order_relaxed);
 }
