@@ -110,33 +110,14 @@ constexpr std::size_t kLargeProgramBytes = core::cache_settings{}.small_program_
 }  // namespace
 
 TEST_CASE("exact start: a small program stays exact, a large one switches to slabs", "[control][exact_start]") {
-  SECTION("a large program still calling the device: exact for the first requests, slabs from then on") {
+  SECTION("a large program: exact for the first requests, slabs from then on") {
     auto instance = exact_start_allocator(core::cache_settings{}.small_program_exact_allocations);
     core::device_cache& cache = instance->device(0);
     instance->deallocate(instance->allocate(kLargeProgramBytes, 0, nullptr));
-    small_pairs(*instance, 60);
-    // Past half of the exact start, a request the cached memory cannot hold: device calls.
-    instance->deallocate(instance->allocate(2 * kLargeProgramBytes, 0, nullptr));
-    small_pairs(*instance, 40);
+    small_pairs(*instance, 100);
     CHECK(small_pool_allocations(cache) == 0);
     small_pairs(*instance, 50);
     CHECK(small_pool_allocations(cache) == 50);
-  }
-  SECTION("a large program that settled keeps exact placement until it calls the device again") {
-    // Note [Exact start]: no device call in the last window of half the exact start -- the
-    // program repeats within the memory it has -- so switching to slabs would only
-    // unsettle it: their pages would be new ones.
-    auto instance = exact_start_allocator(core::cache_settings{}.small_program_exact_allocations);
-    core::device_cache& cache = instance->device(0);
-    instance->deallocate(instance->allocate(kLargeProgramBytes, 0, nullptr));
-    small_pairs(*instance, 150);
-    CHECK(small_pool_allocations(cache) == 0);
-    // It calls again: exact to the end of that window (request 200), slabs after it.
-    instance->deallocate(instance->allocate(2 * kLargeProgramBytes, 0, nullptr));
-    small_pairs(*instance, 50);
-    CHECK(small_pool_allocations(cache) == 0);
-    small_pairs(*instance, 10);
-    CHECK(small_pool_allocations(cache) == 10);
   }
   SECTION("a small program keeps exact placement up to its own bound") {
     auto instance = exact_start_allocator(400);
@@ -147,13 +128,13 @@ TEST_CASE("exact start: a small program stays exact, a large one switches to sla
     small_pairs(*instance, 30);
     CHECK(small_pool_allocations(cache) == 30);
   }
-  SECTION("a small program that grows large switches at the end of that window") {
+  SECTION("a small program that grows large switches at its next small request") {
     auto instance = exact_start_allocator(core::cache_settings{}.small_program_exact_allocations);
     core::device_cache& cache = instance->device(0);
     small_pairs(*instance, 300);
     CHECK(small_pool_allocations(cache) == 0);
-    void* big = instance->allocate(kLargeProgramBytes, 0, nullptr);  // device calls
-    small_pairs(*instance, 50);  // still exact: request 350 ends the window that saw them
+    void* big = instance->allocate(kLargeProgramBytes, 0, nullptr);
+    small_pairs(*instance, 1);  // still exact: it is the request that ends exact start
     CHECK(small_pool_allocations(cache) == 0);
     small_pairs(*instance, 20);
     CHECK(small_pool_allocations(cache) == 20);
