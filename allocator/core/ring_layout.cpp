@@ -186,10 +186,8 @@ void settle(std::vector<step_block>& blocks, std::size_t& pair_budget) {
 std::size_t ring_layout(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
                         std::size_t span_bytes, const std::atomic<bool>* cancel) {
   if (blocks.empty() || span_bytes <= peak_bytes) return span_bytes;
-  std::vector<std::size_t> sequence(blocks.size());
-  for (std::size_t index = 0; index < sequence.size(); ++index) sequence[index] = index;
-  std::stable_sort(sequence.begin(), sequence.end(),
-                   [&](std::size_t a, std::size_t b) { return blocks[a].from_start < blocks[b].from_start; });
+  // The step's own order (Note [Layout orders]): by `from_start`, one block per phase.
+  const std::vector<std::size_t> sequence = placing_order(blocks, layout_order::step);
   ring_trial trial(blocks, sequence, phases);
   const std::size_t width_step_bytes = std::max<std::size_t>(peak_bytes / kRingWidthSteps, 1);
   std::size_t pair_budget = kRingPairTests;

@@ -139,9 +139,10 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
 namespace {
 
 // One direction of lay_out_narrowest (Note [Time reversal]): every order, the narrowest
-// refined, searched on and tried as a ring.
-std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
-                                  bool threads) {
+// refined, searched on and tried as a ring. `peak_bytes` is the step's peak, the same in
+// either direction.
+std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
+                                  const std::atomic<bool>* cancel, bool threads) {
   // Orders that place the blocks in the same sequence give the same layout: each distinct
   // sequence is laid out once (the two size orders agree wherever no two blocks of one
   // size differ in start and lifetime order, as in most serving steps).
@@ -202,7 +203,7 @@ std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t p
   if (refined_span == 0) return 0;  // cancelled
   const std::size_t searched_span = skyline_layout(blocks, refined_span, cancel);  // Note [Skyline layout]
   if (searched_span == 0) return 0;                                                 // cancelled
-  return ring_layout(blocks, phases, step_peak_bytes(blocks), searched_span, cancel);  // Note [Ring layout]
+  return ring_layout(blocks, phases, peak_bytes, searched_span, cancel);  // Note [Ring layout]
 }
 
 }  // namespace
@@ -250,10 +251,11 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 // other families' steps are at their peak forward or no narrower backwards.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
                               bool threads) {
-  const std::size_t span = lay_out_one_direction(blocks, phases, cancel, threads);
-  if (span == 0 || span <= step_peak_bytes(blocks)) return span;
+  const std::size_t peak_bytes = step_peak_bytes(blocks);
+  const std::size_t span = lay_out_one_direction(blocks, phases, peak_bytes, cancel, threads);
+  if (span == 0 || span <= peak_bytes) return span;
   std::vector<step_block> reversed = time_reversed(blocks, phases);
-  const std::size_t reversed_span = lay_out_one_direction(reversed, phases, cancel, threads);
+  const std::size_t reversed_span = lay_out_one_direction(reversed, phases, peak_bytes, cancel, threads);
   if (reversed_span == 0) return 0;  // cancelled
   if (reversed_span >= span) return span;
   for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = reversed[index].offset_bytes;
