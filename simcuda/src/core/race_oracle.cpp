@@ -13,8 +13,10 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 
 #include "device_memory.h"
+#include "env_parse.h"
 
 namespace simcuda {
 namespace {
@@ -29,11 +31,22 @@ std::string describe(const PendingOp& op, const Stream& stream, const Access& ac
   return text;
 }
 
+// SIMCUDA_ABORT_ON_RACE=1: the first race aborts the process where it is found, so a
+// debugger or core dump shows the call that raced (read once).
+bool abort_on_race() {
+  static const bool enabled = env_string("SIMCUDA_ABORT_ON_RACE").value_or("0") != "0";
+  return enabled;
+}
+
 }  // namespace
 
 void report_race_locked(std::string text) {
   State& self = state();
   ++self.race_count;
+  if (abort_on_race()) {
+    std::fprintf(stderr, "simcuda: %s\nsimcuda: SIMCUDA_ABORT_ON_RACE is set: aborting\n", text.c_str());
+    std::abort();
+  }
   if (self.race_reports.size() < kMaxKeptReports) self.race_reports.push_back(std::move(text));
 }
 
