@@ -123,15 +123,19 @@ class device_cache {
   // pool keeps, when the large pool asks.
   void give_plan_room_locked() noexcept;
   void process_pending_locked(bool device_synchronized) noexcept;
-  // Completes the entries of `pending` whose events completed (all of them when the device
-  // was synchronized): releases their events, calls complete(entry), keeps the others in
-  // order. The caller holds the lock that guards `pending`.
-  template <typename Pending, typename Complete>
-  void complete_pending(std::vector<Pending>& pending, bool device_synchronized, Complete&& complete) noexcept;
+  // Completes the entries of `pending` whose events completed (and, when the device was
+  // synchronized, those covered(entry) says the synchronization covered): releases their
+  // events, calls complete(entry), keeps the others in order. The caller holds the lock
+  // that guards `pending`.
+  template <typename Pending, typename Covered, typename Complete>
+  void complete_pending(std::vector<Pending>& pending, bool device_synchronized, Covered&& covered,
+                        Complete&& complete) noexcept;
   std::size_t release_cache_locked(std::size_t bytes_to_keep) noexcept;
+  // Marks every shard's releases so far (Note [Synchronized settle]), then synchronizes
+  // the device; false (and logged) when that fails.
   bool synchronize_locked() noexcept;
-  // Completes what can complete (everything, after a synchronization) and returns empty
-  // slabs to the large pool.
+  // Completes what can complete (after a synchronization, everything it covered) and
+  // returns empty slabs to the large pool (Note [Synchronized settle]).
   void settle_locked(bool synchronized) noexcept;
   // Note [Compaction]
   void compact_if_due_locked() noexcept;

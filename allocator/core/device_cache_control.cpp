@@ -13,8 +13,26 @@ std::size_t device_cache::release_cache(std::size_t bytes_to_keep) {
   return release_cache_locked(bytes_to_keep);
 }
 
+// Note [Synchronized settle]
+// A device synchronization completes the work queued before it and nothing queued after
+// it. The device lock, held from the synchronization through the settling that follows,
+// keeps large frees out, so every free range and pending large free is covered by it. The
+// small pool's hot path takes shard locks only and goes on meanwhile: another thread can
+// launch work on a small object and free it -- leaving its slab empty, or pending on other
+// streams -- after the synchronization and before settle_locked reaches its shard. So each
+// shard numbers its releases (a pending free, a slab left empty), synchronize_locked()
+// marks every shard's number before synchronizing, and a synchronized settle completes
+// pending objects without their events, and gives empty slabs back as idle, only up to
+// that mark. A later one waits for its events like any pending free, and its slab goes
+// back remembering the shard's stream: forget_streams() runs before the slabs return, not
+// after, and a compaction pass asks the streams a free range still remembers even after a
+// synchronization (only ranges freed after it remember any). Found by the property test
+// (threads and streams, cache options on): simcuda saw a page unmapped while a kernel
+// another thread had just queued on a small object in it still wrote there.
+
 // Holds device_mutex_. Settles pending frees and gives empty slabs back to the large pool;
-// with `synchronized` (the device was synchronized) everything pending completes now.
+// with `synchronized` (the device was synchronized) what the synchronization covered
+// completes now (Note [Synchronized settle]).
 void device_cache::settle_locked(bool synchronized) noexcept {
   if (synchronized) large_->forget_streams();
   process_pending_locked(synchronized);
@@ -30,7 +48,8 @@ void device_cache::settle_locked(bool synchronized) noexcept {
       }
       for (slab* released : slabs) return_slab_locked(*shard, released);
       for (auto& owned : empty) {
-        large_->release(owned->address, owned->bytes, synchronized ? stream_set() : stream_set(shard->stream()));
+        const bool idle = synchronized && shard->covered_by_synchronization(owned->emptied_at_release);
+        large_->release(owned->address, owned->bytes, idle ? stream_set() : stream_set(shard->stream()));
         std::lock_guard<std::mutex> stats_lock(stats_mutex_);
         update(stats_.segment, pool_small, -1);
         stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
@@ -39,12 +58,19 @@ void device_cache::settle_locked(bool synchronized) noexcept {
     }
   } catch (...) {
   }
-  if (synchronized) large_->forget_streams();
 }
 
-// Holds device_mutex_. Synchronizes the device; false (and logged) when that fails.
+// Holds device_mutex_. Marks what the synchronization will cover (Note [Synchronized
+// settle]), then synchronizes the device; false (and logged) when that fails.
 bool device_cache::synchronize_locked() noexcept {
   if (backend::capture_underway()) return false;  // Note [Capture underway]: expected, not worth a warning
+  {
+    std::shared_lock<std::shared_mutex> shards_lock(shards_mutex_);
+    for (auto& [stream, shard] : shards_) {
+      std::lock_guard<spin_lock> lock(shard->mutex());
+      shard->mark_synchronization();
+    }
+  }
   const bool synchronized = backend_.synchronize_device(device_) == backend::status::ok;
   if (!synchronized) {
     try {
@@ -75,7 +101,7 @@ compact_result device_cache::compact() noexcept {
   std::lock_guard<std::mutex> lock(device_mutex_);
   settle_locked(false);
   const compaction_outcome outcome =
-      large_->compact(compaction_pass{false, false, large_->cached_pages_kept_bytes()});
+      large_->compact(compaction_pass{false, large_->cached_pages_kept_bytes()});
   record_compaction_locked(outcome);
   return compact_result{outcome.released_bytes, outcome.unmapped_pages};
 }
@@ -101,7 +127,7 @@ void device_cache::compact_if_due_locked() noexcept {
   if (now - last_compaction_ns_ < settings_.compaction_interval_ns) return;
   last_compaction_ns_ = now;
   const compaction_outcome outcome =
-      large_->compact(compaction_pass{false, true, settings_.conf.compact_threshold_bytes});
+      large_->compact(compaction_pass{true, settings_.conf.compact_threshold_bytes});
   large_->advance_epoch();
   record_compaction_locked(outcome);
 }

@@ -98,7 +98,8 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
       counters.requested_bytes.subtract(as_signed(block.requested_bytes));
       if (wait_for_uses) {
         try {
-          shard.pending().push_back(pending_object{block.owner, block.slot, block.size_bytes, std::move(events)});
+          shard.pending().push_back(
+              pending_object{block.owner, block.slot, block.size_bytes, std::move(events), shard.next_release()});
         } catch (...) {
           // No host memory for the pending entry: the object stays unavailable (and
           // active) rather than unsafe.
@@ -155,12 +156,13 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
   stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
 }
 
-template <typename Pending, typename Complete>
-void device_cache::complete_pending(std::vector<Pending>& pending, bool device_synchronized,
+// `covered(entry)`: the device synchronization (if any) completed the entry's uses.
+template <typename Pending, typename Covered, typename Complete>
+void device_cache::complete_pending(std::vector<Pending>& pending, bool device_synchronized, Covered&& covered,
                                     Complete&& complete) noexcept {
   auto keep = pending.begin();
   for (auto at = pending.begin(); at != pending.end(); ++at) {
-    if (!device_synchronized && !events_complete(at->events)) {
+    if (!(device_synchronized && covered(*at)) && !events_complete(at->events)) {
       if (keep != at) *keep = std::move(*at);
       ++keep;
       continue;
@@ -174,7 +176,9 @@ void device_cache::complete_pending(std::vector<Pending>& pending, bool device_s
 // Holds device_mutex_.
 void device_cache::process_pending_locked(bool device_synchronized) noexcept {
   if (device_synchronized) pending_need_sync_ = false;
-  complete_pending(pending_large_, device_synchronized, [&](const pending_large& done) {
+  // Large frees hold the device lock, as does the synchronization: all came before it.
+  const auto before_synchronization = [](const pending_large&) { return true; };
+  complete_pending(pending_large_, device_synchronized, before_synchronization, [&](const pending_large& done) {
     stream_set streams;
     if (!device_synchronized) {
       try {
@@ -189,10 +193,15 @@ void device_cache::process_pending_locked(bool device_synchronized) noexcept {
   });
 }
 
-// Holds the shard's mutex. Surplus-empty slabs are unlinked and handed to the caller.
+// Holds the shard's mutex. Surplus-empty slabs are unlinked and handed to the caller. With
+// `device_synchronized`, only objects freed before the synchronization's mark complete
+// without their events (Note [Synchronized settle]).
 void device_cache::process_pending_small(stream_shard& shard, bool device_synchronized,
                                          std::vector<slab*>* surplus) noexcept {
-  complete_pending(shard.pending(), device_synchronized, [&](const pending_object& done) {
+  const auto before_synchronization = [&](const pending_object& entry) {
+    return shard.covered_by_synchronization(entry.freed_at_release);
+  };
+  complete_pending(shard.pending(), device_synchronized, before_synchronization, [&](const pending_object& done) {
     slab* released = shard.free_object(done.owner, done.slot);
     if (released != nullptr) {
       try {

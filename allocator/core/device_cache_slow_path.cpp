@@ -49,7 +49,7 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
     settle_locked(synchronized);
     result = large_->allocate(size_bytes, stream, &address, placed_bytes);
     if (result == backend::status::out_of_memory && synchronized) {
-      record_compaction_locked(large_->compact(compaction_pass{true, false, 0}));
+      record_compaction_locked(large_->compact(compaction_pass{false, 0}));
       result = large_->allocate(size_bytes, stream, &address, placed_bytes);
     }
   }

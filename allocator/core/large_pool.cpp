@@ -43,14 +43,14 @@ const loop_plan_counters& large_pool::loop_plan_counts() const noexcept {
 }
 
 std::size_t large_pool::release_cached(std::size_t bytes_to_keep) noexcept {
-  return compact(compaction_pass{true, false, bytes_to_keep}).released_bytes;
+  return compact(compaction_pass{false, bytes_to_keep}).released_bytes;
 }
 
 // Note [Release threshold]: like release_cached, but without a device synchronization, so
 // only memory whose free range is idle now goes; the rest waits for a later call.
 std::size_t large_pool::release_idle_cached(std::size_t bytes_to_keep) noexcept {
   if (cached_free_bytes() <= bytes_to_keep) return 0;
-  return compact(compaction_pass{false, false, bytes_to_keep}).released_bytes;
+  return compact(compaction_pass{false, bytes_to_keep}).released_bytes;
 }
 
 // The large pool's part of Note [Stream reuse]: a free range remembers which streams freed

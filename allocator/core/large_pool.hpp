@@ -43,8 +43,10 @@ struct reserved_region {
 };
 
 // What a compaction pass may do (Note [Compaction]).
+// A pass never takes memory whose remembered streams may still touch it; after a device
+// synchronization forget_streams() leaves streams only on what was freed since
+// (Note [Synchronized settle]).
 struct compaction_pass {
-  bool synchronized = false;        // the device was synchronized and forget_streams() called
   bool aged_only = false;           // only what stayed free through compaction_age_passes passes
   std::size_t bytes_to_keep = 0;    // cached free bytes (pages + cached mappings) left
 };
@@ -76,18 +78,20 @@ class large_pool {
   // Returns a block to the free index; `streams` may still have work touching it.
   virtual void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept = 0;
 
-  // Note [Compaction]. Without pass.synchronized only memory no stream can still touch
-  // goes; with it (precondition: device synchronized, forget_streams() called) all of it.
+  // Note [Compaction]. Only memory no stream it remembers can still touch goes.
   virtual compaction_outcome compact(const compaction_pass& pass) noexcept = 0;
-  // Precondition: the device was synchronized and forget_streams() called.
-  // Gives back cached memory (free pages and mappings / whole free segments) until
-  // at most `bytes_to_keep` of it is left. Returns the bytes released.
+  // After a device synchronization and forget_streams(): gives back cached memory (free
+  // pages and mappings / whole free segments) until at most `bytes_to_keep` of it is
+  // left -- all of it but what was freed after the synchronization and is still in use
+  // (Note [Synchronized settle]). Returns the bytes released.
   std::size_t release_cached(std::size_t bytes_to_keep) noexcept;
   // No precondition (Note [Release threshold]): releases cached free pages / whole free
   // segments no stream can still touch until at most `bytes_to_keep` cached bytes are
   // left, without a device synchronization. Returns the bytes released.
   std::size_t release_idle_cached(std::size_t bytes_to_keep) noexcept;
-  void forget_streams() noexcept { index_.forget_streams(); }
+  // After a device synchronization: free memory remembers no stream (free ranges, and
+  // cached dedicated mappings in VMM mode).
+  virtual void forget_streams() noexcept { index_.forget_streams(); }
   // Note [Retired streams]: `from` becomes `to` wherever free memory remembers it (free
   // ranges, cached dedicated mappings). Returns whether any did. May allocate host memory.
   virtual bool rename_stream(stream_id from, stream_id to);

@@ -134,7 +134,7 @@ compaction_outcome segment_pool::compact(const compaction_pass& pass) noexcept {
     const auto [base, size] = *at;
     auto range = index_.containing(base);
     if (!range || range->address != base || range->size_bytes != size ||
-        (!pass.synchronized && !make_range_idle(base)) ||
+        !make_range_idle(base) ||
         backend_.free_segment(device_, reinterpret_cast<void*>(base)) != backend::status::ok) {
       ++at;
       continue;

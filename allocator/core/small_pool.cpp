@@ -42,6 +42,7 @@ slab* stream_shard::free_object(slab* owner, std::uint32_t slot) noexcept {
   --owner->live;
   if (!owner->on_partial_list) link(state, owner);
   if (owner->live != 0) return nullptr;
+  owner->emptied_at_release = next_release();  // Note [Synchronized settle]
   if (state.empty_slabs == 0) {
     ++state.empty_slabs;  // keep one empty slab per class as a cache
     return nullptr;

@@ -38,6 +38,9 @@ struct alignas(64) slab {
   // Handed out by free_object as surplus: whoever received it returns it to the large
   // pool; take_empty_slabs must not take it a second time.
   bool surplus = false;
+  // The shard's release number when its last object was freed (0: never held one);
+  // Note [Synchronized settle].
+  std::uint64_t emptied_at_release = 0;
 };
 
 // An object freed while other streams may still use it: it rejoins its slab once every
@@ -47,6 +50,7 @@ struct pending_object {
   std::uint32_t slot;
   std::size_t size_bytes;
   std::vector<void*> events;
+  std::uint64_t freed_at_release;  // the shard's release number (Note [Synchronized settle])
 };
 
 // A small-pool counter of one shard. Written only under the shard's mutex (plain
@@ -119,6 +123,11 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   std::unique_ptr<slab> adopt_released(slab* released);
 
   std::vector<pending_object>& pending() noexcept { return pending_; }
+  // Note [Synchronized settle]: releases (a pending free, a slab left empty) are numbered;
+  // a synchronization covers those numbered up to the mark taken before it.
+  std::uint64_t next_release() noexcept { return ++releases_; }
+  void mark_synchronization() noexcept { synchronized_through_ = releases_; }
+  bool covered_by_synchronization(std::uint64_t release) const noexcept { return release <= synchronized_through_; }
   shard_stats& counters() noexcept { return counters_; }
   std::size_t slab_count() const noexcept { return slabs_.size(); }
   // Slabs of one class (Note [Slab growth]).
@@ -145,6 +154,8 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   std::vector<std::unique_ptr<slab>> slabs_;
   std::size_t slab_bytes_ = 0;
   std::vector<pending_object> pending_;
+  std::uint64_t releases_ = 0;              // Note [Synchronized settle]
+  std::uint64_t synchronized_through_ = 0;
   shard_stats counters_;
 };
 

@@ -177,6 +177,11 @@ void vmm_pool::record_mapping_allocation(std::uintptr_t base, std::size_t size_b
 }
 
 // Note [Retired streams]: cached mappings remember streams too.
+void vmm_pool::forget_streams() noexcept {
+  large_pool::forget_streams();
+  for (auto& [base, mapping] : dedicated_) mapping.streams.clear();
+}
+
 bool vmm_pool::rename_stream(stream_id from, stream_id to) {
   bool renamed = large_pool::rename_stream(from, to);
   for (auto& [base, mapping] : dedicated_) renamed |= mapping.streams.rename(from, to);

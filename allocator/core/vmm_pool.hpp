@@ -53,6 +53,7 @@ class vmm_pool final : public large_pool {
                            std::size_t* placed_bytes = nullptr) noexcept override;
   void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept override;
   compaction_outcome compact(const compaction_pass& pass) noexcept override;
+  void forget_streams() noexcept override;
   bool rename_stream(stream_id from, stream_id to) override;
   void advance_epoch() noexcept override { pages_.advance_epoch(); }
   const loop_plan_counters& loop_plan_counts() const noexcept override { return plan_.counters(); }

@@ -2,8 +2,9 @@
 // (Note [Compaction]); release_cached / release_idle_cached (large_pool.cpp) are passes
 // with fixed settings.
 // Invariant: a pass never unmaps a page a live block touches, never unmaps a page (or
-// releases a segment or mapping) whose free range a stream may still touch unless the
-// device was synchronized, and accounts every handle it takes off a page: released, or
+// releases a mapping) while a stream its free range remembers may still touch it (a
+// device synchronization makes what was freed before it forget its streams, Note
+// [Synchronized settle]), and accounts every handle it takes off a page: released, or
 // queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
@@ -85,16 +86,16 @@ void vmm_pool::compact_pages(const compaction_pass& pass, std::size_t* mapped_ca
         aged = old_enough(pages_.free_since_epoch(member));
       if (!aged) continue;
     }
+    // After a synchronization only ranges freed since remember streams (Note [Synchronized
+    // settle]); the others answer idle without a device call.
     const std::uintptr_t address = pages_.page_address(head);
-    if (!pass.synchronized) {
-      if (address >= busy_start && address < busy_end) continue;
-      if (!make_chunk_idle(head)) {
-        if (std::optional<free_range> busy = index_.containing(address)) {
-          busy_start = busy->address;
-          busy_end = busy->address + busy->size_bytes;
-        }
-        continue;
+    if (address >= busy_start && address < busy_end) continue;
+    if (!make_chunk_idle(head)) {
+      if (std::optional<free_range> busy = index_.containing(address)) {
+        busy_start = busy->address;
+        busy_end = busy->address + busy->size_bytes;
       }
+      continue;
     }
     const std::size_t bytes = count * pages_.page_bytes();
     backend::physical_handle handle = 0;

@@ -218,7 +218,7 @@ void vmm_pool::release_dedicated_mappings(const compaction_pass& pass, std::size
     const std::uintptr_t base = at->first;
     const dedicated_mapping& mapping = at->second;
     const bool eligible = !mapping.in_use && !(pass.aged_only && !old_enough(mapping.free_since_epoch)) &&
-                          (pass.synchronized || streams_idle(mapping.streams));
+                          streams_idle(mapping.streams);
     at = next;
     if (!eligible) continue;
     const std::size_t cached_before = dedicated_cached_bytes_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -27,6 +28,9 @@ class fake_backend final : public be::backend {
   std::uint64_t mapped_bytes() const { return mapped_; }
   int syncs = 0;
   int waits = 0;
+  // Runs inside synchronize_device, after the synchronization: what another thread does
+  // while the allocator's synchronizing thread holds its device lock.
+  std::function<void()> on_synchronize;
 
   const char* name() const noexcept override { return "fake"; }
   int device_count() noexcept override { return 2; }
@@ -44,6 +48,7 @@ class fake_backend final : public be::backend {
   be::status synchronize_device(int) noexcept override {
     if (should_fail("synchronize_device")) return be::status::error;
     ++syncs;
+    if (on_synchronize) on_synchronize();
     return be::status::ok;
   }
   std::string last_error_text() noexcept override { return "fake failure"; }
