@@ -131,8 +131,28 @@ stream_shard& device_cache::create_shard(stream_id stream) {
 // through a repetition, needing new slabs on top of the page its exactly placed buffers
 // already fill (a 1 MiB buffer set then reserves two pages where one holds it). The bound
 // on requests keeps a small program with a high allocation rate from paying the slow path
-// for long. Blocks placed exactly stay large-pool blocks until freed. The hot path reads one
-// counter that stops changing at zero; the end is decided on the exact path (device lock).
+// for long. Nor does a program switch once it has settled: past exact_start_allocations
+// small requests it switches only at the end of a window of half that many in which the
+// large pool called the device (created, released, mapped or unmapped memory), and once
+// such a window has passed without a call it keeps exact placement for good (up to
+// small_program_exact_allocations requests, as a small program). A program that makes few
+// small requests per step reaches the threshold only after its loop has settled, and the
+// switch then unsettled it: the new slabs' pages were new ones, created in a later
+// repetition (corpus `moe-routing` seed 128, some 250 small requests in each of its
+// 1,418-event passes: no call in passes 2-4, one page created in pass 5 and more up to
+// pass 7; now none after pass 1, at 1.000x the ideal instead of 1.010x). Corpus, 1,000
+// seeds a family, five repetitions: seeds calling in the fifth pass where PyTorch does not
+// 176 -> 80 (`moe-routing` 78 -> 6), 45 peaks lower by more than 1 % (`moe-routing` 35),
+// none higher. Switching again at a later window with calls, without the "for good", left
+// one shared trace (DeComFL's `memory.pickle`) switching in its fifth repetition. Ending
+// the exact start sooner instead (at 256 or 64 small requests; seeds 1-200) made the
+// fifth-pass seeds 126 and 73 where they were 41, with 88 and 188 peaks higher. The price
+// is the slow path for the small requests of the programs that keep exact placement: on
+// the shared traces three do, with lower peaks, their host ns/op 296 -> 482, 149 -> 238
+// and 243 -> 357 (`medium_256_training`, DeComFL, `pangu_2.6B`), the 52's geometric mean
+// moving with the machine. Blocks placed exactly stay large-pool blocks until freed. The
+// hot path reads one counter that stops changing at zero; the end is decided on the exact
+// path (device lock).
 
 void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
   if (request_bytes == 0) return nullptr;
@@ -149,9 +169,24 @@ void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
   return allocate_large(request_bytes, stream, true);
 }
 
+std::int64_t device_cache::large_pool_device_calls_locked() const noexcept {
+  const large_pool_counters& counters = large_->counters();
+  return counters.device_alloc + counters.device_free + counters.map + counters.unmap;
+}
+
 void device_cache::end_exact_start_if_due_locked() noexcept {
   const std::int64_t taken = exact_start_initial_ - exact_start_remaining_.load(std::memory_order_relaxed);
-  if (taken >= settings_.exact_start_allocations && reserved_high_water_bytes_ > settings_.small_program_reserved_bytes)
+  const std::int64_t window = std::max<std::int64_t>(settings_.exact_start_allocations / 2, 1);
+  if (exact_start_window_end_ == 0) exact_start_window_end_ = window;
+  if (taken >= exact_start_window_end_) {
+    const std::int64_t calls = large_pool_device_calls_locked();
+    exact_start_window_called_ = calls != exact_start_window_calls_;
+    exact_start_window_calls_ = calls;
+    exact_start_window_end_ = taken + window;
+    if (taken >= settings_.exact_start_allocations && !exact_start_window_called_) exact_start_settled_ = true;
+  }
+  if (taken >= settings_.exact_start_allocations && !exact_start_settled_ && exact_start_window_called_ &&
+      reserved_high_water_bytes_ > settings_.small_program_reserved_bytes)
     exact_start_remaining_.store(0, std::memory_order_relaxed);
 }
 

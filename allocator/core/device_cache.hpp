@@ -107,8 +107,11 @@ class device_cache {
   // `exact_start`: a small request placed exactly (Note [Exact start]).
   void* allocate_large(std::size_t request_bytes, stream_id stream, bool exact_start = false);
   // Note [Exact start]: ends exact placement once a program past exact_start_allocations
-  // small requests is not a small program. Holds device_mutex_.
+  // small requests is not a small program and has not settled. Holds device_mutex_.
   void end_exact_start_if_due_locked() noexcept;
+  // The large pool's device calls so far (creates, releases, maps, unmaps). Holds
+  // device_mutex_.
+  std::int64_t large_pool_device_calls_locked() const noexcept;
   // Slow paths. All hold device_mutex_.
   // `placed_bytes` (if given) receives the block's size (Note [Max split size]).
   std::uintptr_t place_large_locked(std::size_t size_bytes, std::size_t request_bytes, stream_id stream,
@@ -171,6 +174,14 @@ class device_cache {
 
   const std::int64_t exact_start_initial_;
   std::atomic<std::int64_t> exact_start_remaining_;
+  // Note [Exact start]: windows of exact_start_allocations / 2 small requests placed
+  // exactly -- where the current one ends (in requests taken), the large pool's device
+  // calls at its start, and whether the last one to end saw any -- and whether one past
+  // exact_start_allocations saw none (for good). Under device_mutex_.
+  std::int64_t exact_start_window_end_ = 0;
+  std::int64_t exact_start_window_calls_ = 0;
+  bool exact_start_window_called_ = true;
+  bool exact_start_settled_ = false;
   std::atomic<std::uint64_t> private_pool_{0};
   std::mutex device_mutex_;
   event_pool events_;

@@ -108,10 +108,14 @@ TEST_CASE("torch allocator: recordStream and raw_alloc_with_stream") {
   c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
   // Past the device's first small requests, which are placed exactly in the shared large
   // pool (Note [Exact start]): once the program reserved more than a small program does
-  // and made more than kExactStartAllocations small requests (1024,
-  // allocator/core/device_cache.hpp), small blocks live in their stream's slabs.
+  // and made more than exact_start_allocations small requests (1024,
+  // allocator/core/cache_settings.hpp) while still calling the device in their second
+  // half, small blocks live in their stream's slabs.
   allocator::raw_delete(allocator::raw_alloc(std::size_t{65} << 20));
-  for (int i = 0; i < 1025; ++i) allocator::raw_delete(allocator::raw_alloc(512));
+  for (int i = 0; i < 1025; ++i) {
+    allocator::raw_delete(allocator::raw_alloc(512));
+    if (i == 700) allocator::raw_delete(allocator::raw_alloc(std::size_t{130} << 20));  // device calls
+  }
   void* on_side = allocator::raw_alloc_with_stream(8192, side.stream());
   REQUIRE(on_side != nullptr);
   const auto streams_before = fragless::snapshot(0);
