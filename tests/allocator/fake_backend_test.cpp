@@ -18,9 +18,9 @@ struct fixture : fragless::testing::fake_fixture {
   fixture(std::uint64_t capacity, bool vmm) : fake_fixture(capacity, core::cache_settings::for_backend(vmm)) {}
 };
 
-// VMM mode with small requests in slabs from the first (Note [Exact start]).
-core::cache_settings slab_settings() {
-  core::cache_settings settings = core::cache_settings::for_backend(true);
+// Small requests in slabs from the first (Note [Exact start]).
+core::cache_settings slab_settings(bool vmm) {
+  core::cache_settings settings = core::cache_settings::for_backend(vmm);
   settings.exact_start_allocations = 0;
   return settings;
 }
@@ -187,7 +187,9 @@ TEST_CASE("fake backend: a slab emptied by a pending free during empty_cache is 
 // and the settling that follows it. What it frees then was not covered by the
 // synchronization: its slab must not be released as idle, nor a pending object completed.
 TEST_CASE("fake backend: a slab emptied after empty_cache synchronized keeps its stream", "[fake][slabs][sync]") {
-  fragless::testing::fake_fixture f(kGiB, slab_settings());
+  const bool vmm = GENERATE(true, false);
+  INFO("vmm " << vmm);
+  fragless::testing::fake_fixture f(kGiB, slab_settings(vmm));
   void* s1 = stream_number(1);
   void* object = f.instance.allocate(512, 0, s1);  // its kernel runs on s1
   f.device_backend->on_synchronize = [&] {
@@ -208,7 +210,9 @@ TEST_CASE("fake backend: a slab emptied after empty_cache synchronized keeps its
 }
 
 TEST_CASE("fake backend: an object freed pending after empty_cache synchronized stays pending", "[fake][slabs][sync]") {
-  fragless::testing::fake_fixture f(kGiB, slab_settings());
+  const bool vmm = GENERATE(true, false);
+  INFO("vmm " << vmm);
+  fragless::testing::fake_fixture f(kGiB, slab_settings(vmm));
   void* s1 = stream_number(1);
   void* object = f.instance.allocate(512, 0, s1);
   f.instance.record_stream(object, stream_number(2));
