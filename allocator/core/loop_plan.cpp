@@ -342,6 +342,8 @@ void loop_plan::clear_log() noexcept {
   window_hash_ = 0;
   first_logged_sequence_ = next_sequence_;
   next_build_position_ = 0;
+  waiting_step_tokens_ = 0;
+  built_tokens_ = 0;
 }
 
 void loop_plan::append(const logged_token& entry) noexcept {
@@ -383,11 +385,18 @@ void loop_plan::look_for_step() {
   const std::size_t previous = at->second;
   at->second = newest;
   const std::size_t step_tokens = newest - previous;
-  if (step_tokens < min_step_tokens_ || newest < next_build_position_) return;
+  if (step_tokens < min_step_tokens_) return;
+  // Note [Loop plans] (Building): one candidate of a length per step. Where the last one
+  // built was rejected for its shape, only its own length waits; another is tried at
+  // once, within the build budget.
+  const bool early = newest < next_build_position_;
+  if (early && (waiting_step_tokens_ == 0 || waiting_step_tokens_ == step_tokens)) return;
+  if (early && built_tokens_ + step_tokens > 2 * log_.size()) return;
   for (std::size_t back = 0; back < kWindowTokens; ++back)
     if (!(log_[newest - back].token == log_[previous - back].token)) return;  // a hash collision
   // The step is (previous, newest]; frees in it may reach one step further back.
   next_build_position_ = newest + step_tokens;
+  waiting_step_tokens_ = 0;
   // Note [Loop plans]: only a step that moved pages is planned; whether the loop keeps
   // moving them is weighed when the plan starts (postpone()).
   if (log_[newest].churn_bytes == log_[previous].churn_bytes) return;
@@ -396,6 +405,7 @@ void loop_plan::look_for_step() {
     if (!active_) follow_refused(previous + 1, newest + 1, false);  // Note [Move budget]
     return;
   }
+  built_tokens_ += step_tokens;
   const std::int64_t build_start_ns = now_ns();
   const auto step_churn_bytes = static_cast<std::size_t>(log_[newest].churn_bytes - log_[previous].churn_bytes);
   const char* rejected = build_plan(previous + 1, newest + 1, step_churn_bytes, step);
@@ -413,6 +423,8 @@ void loop_plan::look_for_step() {
     // before recording began.
     if (rejected == kFreesUnrecordedBlock)
       next_build_position_ = last_free_of_unrecorded_block(previous + 1, newest + 1) + step_tokens;
+    else if (rejected != kLayoutTooWide)
+      waiting_step_tokens_ = step_tokens;  // its shape: another length may be the step
     // Only the layout is costly to redo; the other checks may pass one step later, with
     // more of the loop recorded.
     if (rejected == kLayoutTooWide) {

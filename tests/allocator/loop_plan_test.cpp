@@ -52,10 +52,11 @@ struct drive_result {
 };
 
 // The pool churns `churn_per_step_bytes` at the start of each of the first
-// `moving_steps` steps. `hand_over_bytes`: what every plan's hand-over would move; the
+// `moving_steps` steps (with `churn_every_allocation`, at each of their allocations). `hand_over_bytes`: what every plan's hand-over would move; the
 // pool postpones a plan whose hand-over is more than it may move yet (Note [Loop plans]).
 drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t churn_per_step_bytes = 1,
-                   std::size_t moving_steps = SIZE_MAX, std::size_t hand_over_bytes = 0) {
+                   std::size_t moving_steps = SIZE_MAX, std::size_t hand_over_bytes = 0,
+                   bool churn_every_allocation = false) {
   drive_result result;
   auto start_if_pending = [&] {
     result.saw_layout_under_way = result.saw_layout_under_way || plan.layout_under_way();
@@ -85,7 +86,7 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
         ++result.planned_allocations;
         result.first_planned_step = std::min(result.first_planned_step, step);
       }
-      if (index == 0 && step < moving_steps) churn_bytes += churn_per_step_bytes;
+      if ((index == 0 || churn_every_allocation) && step < moving_steps) churn_bytes += churn_per_step_bytes;
       sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], churn_bytes);
       start_if_pending();
       for (std::size_t freed : shape.frees_after[index]) {
@@ -260,6 +261,58 @@ TEST_CASE("a deviation abandons the plan, planning has not failed, and only a lo
   const drive_result longer_result = drive(plan, longer, 6);
   CHECK(longer_result.planned_allocations > 0);
   CHECK(longer_result.overlaps == 0);
+}
+
+// A step that repeats a shorter pattern inside it (micro-batches, layers): allocation 0
+// lives through the step; then `repeats` copies of a 20-block chain (each block freed
+// after the next is made), each copy's first block freed early in the next copy, at a
+// place that varies from copy to copy. Windows inside the chain recur at the copy's
+// length, so that length is found first and rejected (a block outlives it, or the steps
+// do not line up); the step's own length recurs only a whole step later.
+step_shape step_with_inner_repeats(std::size_t repeats) {
+  constexpr std::size_t kChain = 20;
+  step_shape shape;
+  auto add = [&](std::size_t size_bytes) {
+    shape.sizes.push_back(size_bytes);
+    shape.streams.push_back(nullptr);
+    shape.frees_after.emplace_back();
+    return shape.sizes.size() - 1;
+  };
+  const std::size_t whole = add(std::size_t{64} << 20);
+  std::size_t carried = SIZE_MAX;  // the previous copy's first block
+  for (std::size_t copy = 0; copy < repeats; ++copy) {
+    std::size_t first = SIZE_MAX, previous = SIZE_MAX;
+    for (std::size_t link = 0; link < kChain; ++link) {
+      const std::size_t made = add((link + 1) * 512 * 1024);
+      if (link == 0) {
+        first = made;  // carried into the next copy
+        continue;
+      }
+      if (previous != SIZE_MAX) shape.frees_after[made].push_back(previous);
+      if (link == 1 + copy % 3 && carried != SIZE_MAX) shape.frees_after[made].push_back(carried);
+      previous = made;
+    }
+    shape.frees_after.back().push_back(previous);
+    carried = first;
+  }
+  shape.frees_after.back().push_back(carried);
+  shape.frees_after.back().push_back(whole);
+  return shape;
+}
+
+TEST_CASE("a repeat inside the step found first does not hold the step back a whole step", "[loop_plan]") {
+  const step_shape shape = step_with_inner_repeats(12);
+  loop_plan plan(0.10);
+  plan.set_enabled(true);
+  // Pages move all through the step, so the inner repeats' lengths are built (and
+  // rejected, or planned and abandoned where the copies end). Three steps: the step's
+  // windows recur from the start of step 1; built there, it places in step 2, as a step
+  // without inner repeats does.
+  const drive_result result = drive(plan, shape, 3, 1, SIZE_MAX, 0, /*churn_every_allocation=*/true);
+  CHECK(result.overlaps == 0);
+  CHECK(plan.counters().plans_rejected > 0);  // the inner lengths were tried
+  CHECK(plan.active());
+  CHECK(plan.plan_span_bytes() >= peak_live_bytes(shape));  // the whole step's plan, not a copy's
 }
 
 TEST_CASE("disabled, nothing is recorded or planned", "[loop_plan]") {
