@@ -28,9 +28,9 @@ class fake_backend final : public be::backend {
   std::uint64_t mapped_bytes() const { return mapped_; }
   int syncs = 0;
   int waits = 0;
-  // Runs inside synchronize_device, after the synchronization: what another thread does
-  // while the allocator's synchronizing thread holds its device lock.
-  std::function<void()> on_synchronize;
+  // Runs once, inside the next synchronize_device, after the synchronization: what another
+  // thread does while the allocator's synchronizing thread holds its device lock.
+  std::function<void()> on_next_synchronize;
 
   const char* name() const noexcept override { return "fake"; }
   int device_count() noexcept override { return 2; }
@@ -48,7 +48,11 @@ class fake_backend final : public be::backend {
   be::status synchronize_device(int) noexcept override {
     if (should_fail("synchronize_device")) return be::status::error;
     ++syncs;
-    if (on_synchronize) on_synchronize();
+    if (on_next_synchronize) {
+      const std::function<void()> hook = std::move(on_next_synchronize);
+      on_next_synchronize = nullptr;
+      hook();
+    }
     return be::status::ok;
   }
   std::string last_error_text() noexcept override { return "fake failure"; }

@@ -186,20 +186,26 @@ TEST_CASE("fake backend: a slab emptied by a pending free during empty_cache is 
 // another thread can free small objects between the device synchronization of empty_cache
 // and the settling that follows it. What it frees then was not covered by the
 // synchronization: its slab must not be released as idle, nor a pending object completed.
+// empty_cache, with `object` freed on the hot path inside its synchronization, and work
+// queued after it (no event completes) on the streams that used the object.
+namespace {
+void empty_cache_freeing_during_synchronization(fragless::testing::fake_fixture& f, void* object) {
+  f.device_backend->on_next_synchronize = [&f, object] {
+    f.device_backend->events_complete = false;
+    f.instance.deallocate(object);
+  };
+  f.cache().release_cache(0);
+}
+}  // namespace
+
 TEST_CASE("fake backend: a slab emptied after empty_cache synchronized keeps its stream", "[fake][slabs][sync]") {
   const bool vmm = GENERATE(true, false);
   INFO("vmm " << vmm);
   fragless::testing::fake_fixture f(kGiB, slab_settings(vmm));
-  void* s1 = stream_number(1);
-  void* object = f.instance.allocate(512, 0, s1);  // its kernel runs on s1
-  f.device_backend->on_synchronize = [&] {
-    f.device_backend->on_synchronize = nullptr;
-    f.device_backend->events_complete = false;  // s1 has work queued after the synchronization
-    f.instance.deallocate(object);              // hot path: the slab is empty now
-  };
-  f.cache().release_cache(0);
+  void* object = f.instance.allocate(512, 0, stream_number(1));  // its kernel runs on stream 1
+  empty_cache_freeing_during_synchronization(f, object);          // the slab is empty now
   f.check();
-  // The slab's page stays: s1 may still touch it.
+  // The slab's page stays: stream 1 may still touch it.
   CHECK(f.cache().stats().reserved_bytes[pool_all].current > 0);
   CHECK(f.device_backend->used_bytes() > 0);
   f.device_backend->events_complete = true;
@@ -216,12 +222,7 @@ TEST_CASE("fake backend: an object freed pending after empty_cache synchronized 
   void* s1 = stream_number(1);
   void* object = f.instance.allocate(512, 0, s1);
   f.instance.record_stream(object, stream_number(2));
-  f.device_backend->on_synchronize = [&] {
-    f.device_backend->on_synchronize = nullptr;
-    f.device_backend->events_complete = false;  // s2 still uses the object
-    f.instance.deallocate(object);              // hot path: pending on s2's event
-  };
-  f.cache().release_cache(0);
+  empty_cache_freeing_during_synchronization(f, object);  // pending on stream 2's event
   f.check();
   CHECK(f.cache().stats().active_bytes[pool_all].current == 512);  // still pending
   void* next = f.instance.allocate(512, 0, s1);
