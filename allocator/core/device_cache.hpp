@@ -146,7 +146,11 @@ class device_cache {
   // Runs compact_if_due_locked every interval on a thread of its own (background_compaction).
   void start_background_compaction();
   void stop_background_compaction() noexcept;
+  // Note [Large-pool accounting]: reserved bytes, segments and mapped pages (holds
+  // device_mutex_); the running counters, when the stats are read (holds device_mutex_
+  // and stats_mutex_).
   void account_device_locked() noexcept;
+  void fold_large_pool_counters_locked() noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t request_bytes);
   // Holds the shard's mutex.
   void process_pending_small(stream_shard& shard, bool device_synchronized, std::vector<slab*>* surplus) noexcept;
@@ -200,9 +204,11 @@ class device_cache {
 
   std::mutex stats_mutex_;
   device_stats stats_;
-  // What account_device_locked last folded in.
+  // What account_device_locked (the layout figures; written under device_mutex_ too)
+  // and fold_large_pool_counters_locked last folded in.
   std::size_t accounted_reserved_bytes_ = 0;
   std::size_t accounted_segments_ = 0;
+  std::size_t accounted_mapped_pages_ = 0;
   large_pool_counters accounted_counters_;
   loop_plan_counters accounted_plan_counters_;
 

@@ -74,6 +74,7 @@ void device_cache::reset_peak_stats() {
 }
 
 void device_cache::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> device_lock(device_mutex_);  // Note [Large-pool accounting]
   {
     std::shared_lock<std::shared_mutex> lock(shards_mutex_);
     for (auto& [stream, shard] : shards_) {
@@ -85,6 +86,7 @@ void device_cache::reset_accumulated_stats() {
     }
   }
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  fold_large_pool_counters_locked();  // what accrued before the reset is reset with the rest
   stats_.reset_accumulated();
 }
 
@@ -97,8 +99,10 @@ device_stats device_cache::stats(bool with_layout) {
   // their peaks tracked at each read. Everything else is a running counter.
   device_stats shape;
   if (with_layout) shape = stats_from_snapshot(snapshot(), device_);
+  std::lock_guard<std::mutex> device_lock(device_mutex_);
   const small_pool_sums sums = sum_small_stats();
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  fold_large_pool_counters_locked();  // Note [Large-pool accounting]
   for (pool_stat device_stats::*field : {&device_stats::segment, &device_stats::inactive_split,
                                          &device_stats::inactive_split_bytes}) {
     if (!with_layout) break;
@@ -136,30 +140,50 @@ device_stats device_cache::stats(bool with_layout) {
   return copy;
 }
 
-// Holds device_mutex_. Folds the large pool's reserved bytes and counters into the stats.
+// Note [Large-pool accounting]
+// The large pool's figures reach stats_ in two halves. Reserved bytes, segments and mapped
+// pages have peaks, so they are folded in whenever they change -- at every slow-path point
+// (account_device_locked, after each large allocation and free) -- but they change only
+// with a device call, so a point where all three are as last folded takes no stats lock.
+// The running counters (device calls, waits, page moves, plans, events created) have no
+// peak: they are folded in when the stats are read or reset (fold_large_pool_counters_locked,
+// under the device lock), not at every allocation, where planned placements and standing
+// waits change some of them every time.
+
+// Holds device_mutex_.
 void device_cache::account_device_locked() noexcept {
   const std::size_t reserved = large_->reserved_bytes();
   reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved);
   const std::size_t segments = large_->device_segment_count();
-  const large_pool_counters& now = large_->counters();
+  const std::size_t mapped_pages = large_->mapped_page_count();
+  // The accounted_* layout figures change only here, under device_mutex_ too.
+  if (reserved == accounted_reserved_bytes_ && segments == accounted_segments_ &&
+      mapped_pages == accounted_mapped_pages_)
+    return;
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   if (reserved != accounted_reserved_bytes_)
     update(stats_.reserved_bytes, pool_large, as_signed(reserved) - as_signed(accounted_reserved_bytes_));
   if (segments != accounted_segments_)
     update(stats_.segment, pool_large, as_signed(segments) - as_signed(accounted_segments_));
+  stats_.pages_mapped.current = static_cast<std::int64_t>(mapped_pages);
+  stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
+  accounted_reserved_bytes_ = reserved;
+  accounted_segments_ = segments;
+  accounted_mapped_pages_ = mapped_pages;
+}
+
+// Holds device_mutex_ and stats_mutex_. Note [Large-pool accounting].
+void device_cache::fold_large_pool_counters_locked() noexcept {
+  const large_pool_counters& now = large_->counters();
   const loop_plan_counters& plans = large_->loop_plan_counts();
 #define FRAGLESS_LARGE_POOL_COUNTER(member, stat, description) \
   stats_.stat += now.member - accounted_counters_.member;
 #define FRAGLESS_LOOP_PLAN_COUNTER(member, stat, description) \
   stats_.stat += plans.member - accounted_plan_counters_.member;
 #include "core/stat_sources.def"
-  accounted_plan_counters_ = plans;
-  stats_.pages_mapped.current = static_cast<std::int64_t>(large_->mapped_page_count());
-  stats_.pages_mapped.peak = std::max(stats_.pages_mapped.peak, stats_.pages_mapped.current);
-  stats_.num_events_created = events_.created_count();
-  accounted_reserved_bytes_ = reserved;
-  accounted_segments_ = segments;
   accounted_counters_ = now;
+  accounted_plan_counters_ = plans;
+  stats_.num_events_created = events_.created_count();
 }
 
 namespace {
