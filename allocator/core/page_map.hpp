@@ -3,7 +3,8 @@
 // there, which physical chunk (one handle over one or more consecutive pages, mapped and
 // unmapped only whole: Note [Physical chunks] in vmm_pool_pages.cpp) it belongs to, and
 // since which compaction epoch a cached page has been free (Note [Compaction]).
-// Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped;
+// Invariants: live_bytes(page) <= page_bytes; a page with live bytes is mapped; a page
+// one block covers whole is in full_ and counts nothing in live_bytes_ (Note [Whole pages]);
 // cached_free = { mapped pages with zero live bytes }, a subset of mapped (a bitmap that
 // range scans read a word of 64 pages at a time);
 // mapped_run_count = number of maximal runs of consecutive mapped pages; the mapped pages
@@ -50,7 +51,9 @@ class page_map {
     while (run_end < end && !mapped_.contains(run_end)) ++run_end;
     return run_end;
   }
-  std::size_t live_bytes(std::size_t page) const noexcept { return live_bytes_[page]; }
+  std::size_t live_bytes(std::size_t page) const noexcept {
+    return full_.contains(page) ? page_bytes_ : live_bytes_[page];  // Note [Whole pages]
+  }
   backend::physical_handle handle(std::size_t page) const noexcept { return pages_[page].handle; }
 
   // Records `handle` mapped over pages [first, first + count) as one chunk.
@@ -76,8 +79,10 @@ class page_map {
   // Note [Compaction]: the epoch advances with every automatic pass; a cached page records
   // the epoch in which it last became free.
   std::uint32_t epoch() const noexcept { return epoch_; }
-  void advance_epoch() noexcept { ++epoch_; }
-  std::uint32_t free_since_epoch(std::size_t page) const noexcept { return free_since_epoch_[page]; }
+  void advance_epoch() noexcept;
+  std::uint32_t free_since_epoch(std::size_t page) const noexcept {
+    return freed_this_epoch_.contains(page) ? epoch_ : free_since_epoch_[page];  // Note [Whole pages]
+  }
   std::size_t mapped_count() const noexcept { return mapped_.size(); }
   // Maximal runs of consecutive mapped pages (what the stats call device segments).
   std::size_t mapped_run_count() const noexcept { return mapped_run_count_; }
@@ -88,8 +93,8 @@ class page_map {
 
  private:
   // The chunk of a mapped page (whether it is mapped is mapped_). Live bytes and free
-  // epochs are arrays of their own: a block's whole pages are filled and emptied in bulk
-  // there (Note [Whole pages]).
+  // epochs are arrays of their own, beside two bitmaps that stand in for them where a
+  // block's whole pages change in bulk (Note [Whole pages]).
   struct page_state {
     std::uint32_t head_offset = 0;  // mapped: page index - its chunk's first page
     std::uint32_t chunk_pages = 0;  // on a chunk's first page: its page count
@@ -111,8 +116,10 @@ class page_map {
   std::uintptr_t base_ = 0;
   std::size_t page_bytes_ = 0;
   std::vector<page_state> pages_;
-  std::vector<std::uint32_t> live_bytes_;
-  std::vector<std::uint32_t> free_since_epoch_;
+  std::vector<std::uint32_t> live_bytes_;  // 0 on a page of full_
+  std::vector<std::uint32_t> free_since_epoch_;  // stale on a page of freed_this_epoch_
+  page_set full_;  // pages one live block covers whole: page_bytes_ live bytes each
+  page_set freed_this_epoch_;  // pages that became cached free since the epoch advanced
   page_set cached_free_;
   page_set mapped_;  // the mapped pages: range scans read a word of 64 at a time
   std::size_t mapped_run_count_ = 0;

@@ -13,6 +13,7 @@
 // Not thread-safe: the owner holds its device lock.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -56,6 +57,21 @@ class page_set {
   std::size_t count_in(std::size_t first, std::size_t end) const noexcept;
   // Appends every member to `out`, lowest first: the non-zero words through the summary.
   void append_members(std::vector<std::size_t>& out) const;
+  // f(page) for every member, lowest first, then the set is empty: the non-zero words
+  // through the summary, each cleared as it is read.
+  template <typename F>
+  void take_members(F&& f) noexcept {
+    for (std::size_t summary_index = 0; summary_index < summary_.size(); ++summary_index) {
+      for (std::uint64_t words_left = summary_[summary_index]; words_left != 0; words_left &= words_left - 1) {
+        const std::size_t word_index = summary_index * 64 + static_cast<std::size_t>(std::countr_zero(words_left));
+        for (std::uint64_t bits = words_[word_index]; bits != 0; bits &= bits - 1)
+          f(word_index * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+        words_[word_index] = 0;
+      }
+      summary_[summary_index] = 0;
+    }
+    size_ = 0;
+  }
   std::size_t first_absent(std::size_t first, std::size_t end) const noexcept;
 
  private:
