@@ -159,7 +159,6 @@ void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
   if (request_bytes > capacity_bytes_) {
     std::lock_guard<std::mutex> lock(device_mutex_);
     {
-      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       ++stats_.num_ooms;
     }
     throw_out_of_memory_locked(request_bytes);
@@ -190,7 +189,7 @@ void device_cache::end_exact_start_if_due_locked() noexcept {
     exact_start_remaining_.store(0, std::memory_order_relaxed);
 }
 
-// Hot path (cache hit): one shard lock, the stats lock, one live-map shard lock.
+// Hot path (cache hit): one shard lock, one live-map shard lock.
 void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) {
   stream_shard& shard = shard_for(stream);
   const std::size_t class_index = class_of(request_bytes);
@@ -237,7 +236,6 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       shard.add_slab(std::move(fresh));
       placed = shard.try_allocate(class_index, &address, &owner, &slot);
       count_small_allocation(shard, size_bytes, request_bytes);
-      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       update(stats_.segment, pool_small, 1);
       stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
       stats_.reserved_bytes[pool_large].decrease(as_signed(bytes));
@@ -247,7 +245,6 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
     const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     sample_peaks_locked(sums);
   }
   try {
@@ -274,7 +271,6 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
     }
     if (exact_start) end_exact_start_if_due_locked();
     const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     if (size_bytes >= settings_.conf.max_split_bytes) stats_.oversize_allocations.increase(1);
     stats_.allocation[pool_large].increase(1);
     stats_.active[pool_large].increase(1);

@@ -7,13 +7,13 @@
 //
 // Locks, in the only order they may be taken (a path may skip any, never go back up):
 //   background_mutex_ (the background compaction thread, around each pass)
-//     -> device_mutex_ (large pool, pending large frees, end of exact start, compaction)
+//     -> device_mutex_ (large pool, pending large frees, end of exact start, compaction,
+//                       stats_ and the accounted_* figures)
 //       -> shards_mutex_ (the shard table: shared to look up or walk it, exclusive to add)
 //         -> a shard's mutex (its slabs, pending small frees and shard_stats)
-//           -> stats_mutex_ (stats_ and the accounted_* figures)
 // The live block map's shard locks are taken alone, never with one of these held.
 // The small-pool hot path (an object from a partial slab) takes one shard mutex and one
-// live-map shard lock, and no stats lock: its counters are the shard's own
+// live-map shard lock, and not the device lock: its counters are the shard's own
 // (Note [Stats pools]). It drops the shard mutex before it needs a new slab (device_mutex_).
 #pragma once
 
@@ -146,9 +146,8 @@ class device_cache {
   // Runs compact_if_due_locked every interval on a thread of its own (background_compaction).
   void start_background_compaction();
   void stop_background_compaction() noexcept;
-  // Note [Large-pool accounting]: reserved bytes, segments and mapped pages (holds
-  // device_mutex_); the running counters, when the stats are read (holds device_mutex_
-  // and stats_mutex_).
+  // Note [Large-pool accounting]: reserved bytes, segments and mapped pages, and the
+  // running counters when the stats are read (both hold device_mutex_).
   void account_device_locked() noexcept;
   void fold_large_pool_counters_locked() noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t request_bytes);
@@ -161,7 +160,7 @@ class device_cache {
   // `currents_only`, only each sum's `current` (all that peaks and live counts read: a
   // third of the loads, at every large allocation).
   small_pool_sums sum_small_stats(bool currents_only = false);
-  // Holds stats_mutex_: folds the current totals into the small/all peaks.
+  // Holds device_mutex_: folds the current totals into the small/all peaks.
   void sample_peaks_locked(const small_pool_sums& sums) noexcept;
   std::vector<void*> record_use_events(const live_block& block) noexcept;
   bool events_complete(const std::vector<void*>& events) noexcept;
@@ -202,10 +201,9 @@ class device_cache {
   std::shared_mutex shards_mutex_;
   std::unordered_map<stream_id, std::unique_ptr<stream_shard>> shards_;
 
-  std::mutex stats_mutex_;
-  device_stats stats_;
-  // What account_device_locked (the layout figures; written under device_mutex_ too)
-  // and fold_large_pool_counters_locked last folded in.
+  device_stats stats_;  // under device_mutex_ (Note [Stats pools])
+  // What account_device_locked (the layout figures) and fold_large_pool_counters_locked
+  // last folded in (under device_mutex_).
   std::size_t accounted_reserved_bytes_ = 0;
   std::size_t accounted_segments_ = 0;
   std::size_t accounted_mapped_pages_ = 0;

@@ -50,7 +50,6 @@ void device_cache::settle_locked(bool synchronized) noexcept {
       for (auto& owned : empty) {
         const bool idle = synchronized && shard->covered_by_synchronization(owned->emptied_at_release);
         large_->release(owned->address, owned->bytes, idle ? stream_set() : stream_set(shard->stream()));
-        std::lock_guard<std::mutex> stats_lock(stats_mutex_);
         update(stats_.segment, pool_small, -1);
         stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
         stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
@@ -80,7 +79,6 @@ bool device_cache::synchronize_locked() noexcept {
     }
     return false;
   }
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   ++stats_.num_sync_all_streams;
   return true;
 }
@@ -109,7 +107,6 @@ compact_result device_cache::compact() noexcept {
 // Holds device_mutex_.
 void device_cache::record_compaction_locked(const compaction_outcome& outcome) noexcept {
   account_device_locked();
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   ++stats_.num_compactions;
   stats_.compaction_released_bytes += as_signed(outcome.released_bytes);
   stats_.compaction_unmapped_pages += as_signed(outcome.unmapped_pages);

@@ -60,7 +60,6 @@ bool device_cache::events_complete(const std::vector<void*>& events) noexcept {
 // Large blocks only (small ones count in their shard). `deactivate`: the block also
 // stops being active (not pending).
 void device_cache::record_free_stats(const live_block& block, bool deactivate) noexcept {
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.allocation[pool_large].decrease(1);
   stats_.allocated_bytes[pool_large].decrease(as_signed(block.size_bytes));
   stats_.requested_bytes[pool_large].decrease(as_signed(block.requested_bytes));
@@ -150,7 +149,6 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
   } catch (...) {
   }
   large_->release(owned->address, owned->bytes, streams);
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   update(stats_.segment, pool_small, -1);
   stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
   stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
@@ -187,7 +185,6 @@ void device_cache::process_pending_locked(bool device_synchronized) noexcept {
       }
     }
     large_->release(done.address, done.size_bytes, streams);
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     stats_.active[pool_large].decrease(1);
     stats_.active_bytes[pool_large].decrease(as_signed(done.size_bytes));
   });

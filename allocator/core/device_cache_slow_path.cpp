@@ -42,7 +42,6 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
   bool synchronized = false;
   if (result == backend::status::out_of_memory) {
     {
-      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       ++stats_.num_alloc_retries;
     }
     synchronized = synchronize_locked();
@@ -68,7 +67,6 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
   if (result == backend::status::ok) return address;
   if (result == backend::status::out_of_memory) {
     {
-      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
       ++stats_.num_ooms;
     }
     if (log_enabled(log_level::info))
@@ -138,7 +136,6 @@ void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
   std::int64_t allocated = 0;
   std::int64_t reserved = 0;
   {
-    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
     allocated = stats_.allocated_bytes[pool_all].current;
     reserved = stats_.reserved_bytes[pool_all].current;
   }

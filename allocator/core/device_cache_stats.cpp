@@ -13,9 +13,10 @@ namespace fragless::core {
 // Note [Stats pools] (the per-allocation half). The per-allocation stats (the
 // FRAGLESS_PER_ALLOCATION_STAT rows of core/stat_sources.def: allocation, active,
 // allocated_bytes, active_bytes, requested_bytes) change on every allocation and free. Their large-pool
-// part lives in stats_ (the large path holds the device lock anyway); their small-pool
-// part lives in each shard (shard_stats, written under the shard lock only), so the
-// small hot path shares no counter between threads. "all" is composed when read. Peaks
+// part lives in stats_, which only code holding the device lock reads or writes (the large
+// path holds it anyway; so does a stats read, Note [Large-pool accounting]); their
+// small-pool part lives in each shard (shard_stats, written under the shard lock only), so
+// the small hot path shares no counter between threads. "all" is composed when read. Peaks
 // of the small and all figures are sampled -- at every large allocation, every new slab
 // and every stats read -- so a peak reached by small allocations alone between two
 // samples can be missed; large-pool peaks, reserved bytes and segments are exact.
@@ -57,14 +58,14 @@ void device_cache::sample_peaks_locked(const small_pool_sums& sums) noexcept {
 }
 
 std::int64_t device_cache::active_blocks() {
+  std::lock_guard<std::mutex> device_lock(device_mutex_);  // stats_ (Note [Stats pools])
   const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   return sums.active.current + stats_.active[pool_large].current;
 }
 
 void device_cache::reset_peak_stats() {
+  std::lock_guard<std::mutex> device_lock(device_mutex_);  // stats_ (Note [Stats pools])
   const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.reset_peak();
   for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
     pool_stat& s = stats_.*device_field;
@@ -85,7 +86,6 @@ void device_cache::reset_accumulated_stats() {
       });
     }
   }
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   fold_large_pool_counters_locked();  // what accrued before the reset is reset with the rest
   stats_.reset_accumulated();
 }
@@ -101,7 +101,6 @@ device_stats device_cache::stats(bool with_layout) {
   if (with_layout) shape = stats_from_snapshot(snapshot(), device_);
   std::lock_guard<std::mutex> device_lock(device_mutex_);
   const small_pool_sums sums = sum_small_stats();
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   fold_large_pool_counters_locked();  // Note [Large-pool accounting]
   for (pool_stat device_stats::*field : {&device_stats::segment, &device_stats::inactive_split,
                                          &device_stats::inactive_split_bytes}) {
@@ -144,7 +143,7 @@ device_stats device_cache::stats(bool with_layout) {
 // The large pool's figures reach stats_ in two halves. Reserved bytes, segments and mapped
 // pages have peaks, so they are folded in whenever they change -- at every slow-path point
 // (account_device_locked, after each large allocation and free) -- but they change only
-// with a device call, so a point where all three are as last folded takes no stats lock.
+// with a device call, so a point where all three are as last folded does no more.
 // The running counters (device calls, waits, page moves, plans, events created) have no
 // peak: they are folded in when the stats are read or reset (fold_large_pool_counters_locked,
 // under the device lock), not at every allocation, where planned placements and standing
@@ -156,11 +155,9 @@ void device_cache::account_device_locked() noexcept {
   reserved_high_water_bytes_ = std::max(reserved_high_water_bytes_, reserved);
   const std::size_t segments = large_->device_segment_count();
   const std::size_t mapped_pages = large_->mapped_page_count();
-  // The accounted_* layout figures change only here, under device_mutex_ too.
   if (reserved == accounted_reserved_bytes_ && segments == accounted_segments_ &&
       mapped_pages == accounted_mapped_pages_)
     return;
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   if (reserved != accounted_reserved_bytes_)
     update(stats_.reserved_bytes, pool_large, as_signed(reserved) - as_signed(accounted_reserved_bytes_));
   if (segments != accounted_segments_)
@@ -172,7 +169,7 @@ void device_cache::account_device_locked() noexcept {
   accounted_mapped_pages_ = mapped_pages;
 }
 
-// Holds device_mutex_ and stats_mutex_. Note [Large-pool accounting].
+// Holds device_mutex_. Note [Large-pool accounting].
 void device_cache::fold_large_pool_counters_locked() noexcept {
   const large_pool_counters& now = large_->counters();
   const loop_plan_counters& plans = large_->loop_plan_counts();
