@@ -109,9 +109,14 @@ stream_shard& device_cache::shard_for(stream_id stream) {
 // Slow path, first use of a stream on this device: checks the stream, adds its shard.
 stream_shard& device_cache::create_shard(stream_id stream) {
   check_stream(stream);
+  std::lock_guard<std::mutex> device_lock(device_mutex_);  // shard_list_
   std::unique_lock<std::shared_mutex> lock(shards_mutex_);
+  shard_list_.reserve(shard_list_.size() + 1);  // so the push_back below cannot throw
   auto& slot = shards_[stream];
-  if (!slot) slot = std::make_unique<stream_shard>(stream);
+  if (!slot) {
+    slot = std::make_unique<stream_shard>(stream);
+    shard_list_.push_back(slot.get());
+  }
   return *slot;
 }
 

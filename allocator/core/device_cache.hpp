@@ -156,9 +156,9 @@ class device_cache {
   void return_slab_locked(stream_shard& shard, slab* released) noexcept;
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
   void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
-  // The small-pool part of the per-allocation stats, summed over shards; with
-  // `currents_only`, only each sum's `current` (all that peaks and live counts read: a
-  // third of the loads, at every large allocation).
+  // Holds device_mutex_. The small-pool part of the per-allocation stats, summed over
+  // shards; with `currents_only`, only each sum's `current` (all that peaks and live
+  // counts read: a third of the loads, at every large allocation).
   small_pool_sums sum_small_stats(bool currents_only = false);
   // Holds device_mutex_: folds the current totals into the small/all peaks.
   void sample_peaks_locked(const small_pool_sums& sums) noexcept;
@@ -200,6 +200,10 @@ class device_cache {
 
   std::shared_mutex shards_mutex_;
   std::unordered_map<stream_id, std::unique_ptr<stream_shard>> shards_;
+  // Every shard of shards_, in the order they were made: a shard is renamed (Note [Retired
+  // streams]) but never destroyed before the cache. Under device_mutex_ (sum_small_stats
+  // walks it at every large allocation, holding that lock already).
+  std::vector<stream_shard*> shard_list_;
 
   device_stats stats_;  // under device_mutex_ (Note [Stats pools])
   // What account_device_locked (the layout figures) and fold_large_pool_counters_locked

@@ -33,10 +33,10 @@ void for_each_per_allocation_stat(Visit&& visit) {
 
 }  // namespace
 
+// Holds device_mutex_, which keeps shard_list_ (no walk of the shard table, no lock of it).
 small_pool_sums device_cache::sum_small_stats(bool currents_only) {
   small_pool_sums sums;
-  std::shared_lock<std::shared_mutex> lock(shards_mutex_);
-  for (auto& [stream, shard] : shards_)
+  for (stream_shard* shard : shard_list_)
     for_each_per_allocation_stat([&](auto, auto shard_field, auto sum_field) {
       const shard_stat& counter = shard->counters().*shard_field;
       stat& sum = sums.*sum_field;
