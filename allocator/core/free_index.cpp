@@ -5,21 +5,34 @@
 
 namespace fragless::core {
 
+// Note [Index nodes]: a range that grows or shrinks keeps its tree nodes -- extracted,
+// re-keyed and put back -- so merging a free into a neighbour and carving a block out of
+// a range allocate no host memory. A range that goes (two merged into one) leaves its
+// nodes as spares, and a range that comes (a carve that leaves two pieces, a free with no
+// neighbour) takes them: a loop that splits and merges as often allocates none either.
 void free_index::erase(std::map<std::uintptr_t, entry>::iterator at) {
-  by_size_.erase({at->second.size_bytes, at->first});
+  spare_size_node_ = by_size_.extract({at->second.size_bytes, at->first});
   free_bytes_ -= at->second.size_bytes;
-  by_address_.erase(at);
+  spare_address_node_ = by_address_.extract(at);
 }
 
 void free_index::add(const free_range& range) {
-  by_address_.emplace(range.address, entry{range.size_bytes, range.segment_id, range.streams});
-  by_size_.emplace(range.size_bytes, range.address);
+  if (spare_address_node_.empty()) {
+    by_address_.emplace(range.address, entry{range.size_bytes, range.segment_id, range.streams});
+  } else {
+    spare_address_node_.key() = range.address;
+    spare_address_node_.mapped() = entry{range.size_bytes, range.segment_id, range.streams};
+    by_address_.insert(std::move(spare_address_node_));
+  }
+  if (spare_size_node_.empty()) {
+    by_size_.emplace(range.size_bytes, range.address);
+  } else {
+    spare_size_node_.value() = {range.size_bytes, range.address};
+    by_size_.insert(std::move(spare_size_node_));
+  }
   free_bytes_ += range.size_bytes;
 }
 
-// Note [Index nodes]: a range that grows or shrinks keeps its tree nodes -- extracted,
-// re-keyed and put back -- so merging a free into a neighbour and carving a block out of
-// a range allocate no host memory (only a carve that leaves two pieces adds a node).
 void free_index::resize(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address,
                         std::size_t size_bytes) {
   auto by_size = by_size_.extract({at->second.size_bytes, at->first});

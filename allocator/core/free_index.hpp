@@ -71,6 +71,9 @@ class free_index {
 
   std::map<std::uintptr_t, entry> by_address_;
   std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;
+  // Note [Index nodes]: the nodes of the range erased last, for the next range added.
+  std::map<std::uintptr_t, entry>::node_type spare_address_node_;
+  std::set<std::pair<std::size_t, std::uintptr_t>>::node_type spare_size_node_;
   std::size_t free_bytes_ = 0;
 };
 

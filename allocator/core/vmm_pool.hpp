@@ -212,6 +212,9 @@ class vmm_pool final : public large_pool {
     std::uint64_t sequence;
   };
   std::map<std::uintptr_t, placed_block> placed_blocks_;
+  // The node of the block released last, for the next one placed (Note [Index nodes] in
+  // free_index.cpp: the same reuse).
+  std::map<std::uintptr_t, placed_block>::node_type spare_placed_node_;
   // Note [Loop plans]: the plan and its address range (a free-index segment of its own).
   static constexpr std::uint64_t kPlanSegmentId = 1;
   loop_plan plan_;
