@@ -142,6 +142,70 @@ TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
   CHECK(pages.mapped_bytes() == 3 * page);
 }
 
+// Note [Whole pages]: the page map against a per-page model -- live bytes and the epoch a
+// page last became free, kept page by page -- over random blocks that cover pages whole,
+// in part and both, frees and epoch advances (whole pages go through the bitmaps, partial
+// ones through the arrays, and advance_epoch writes the bitmap's epochs into the array).
+TEST_CASE("page map agrees with a per-page model of live bytes and free epochs", "[page_map]") {
+  const std::size_t page = 2 << 20;
+  const std::size_t page_count = 200;
+  std::mt19937_64 random(11);
+  for (int round = 0; round < 20; ++round) {
+    page_map pages(0x100000000ull, page_count, page);
+    for (std::size_t first = 0; first < page_count;) {  // chunks of 1 to 4 pages
+      const std::size_t count = std::min<std::size_t>(1 + random() % 4, page_count - first);
+      pages.set_mapped(first, count, 100 + first);
+      first += count;
+    }
+    std::vector<std::size_t> live(page_count, 0);
+    std::vector<std::uint32_t> free_epoch(page_count, 0);
+    std::uint32_t epoch = 0;
+    std::map<std::uintptr_t, std::size_t> blocks;  // offset -> bytes
+    const auto overlaps = [&](std::uintptr_t offset, std::size_t bytes) {
+      auto next = blocks.lower_bound(offset);
+      if (next != blocks.end() && next->first < offset + bytes) return true;
+      return next != blocks.begin() && std::prev(next)->first + std::prev(next)->second > offset;
+    };
+    const auto apply = [&](std::uintptr_t offset, std::size_t bytes, bool adding) {
+      for (std::size_t p = offset / page; p < (offset + bytes + page - 1) / page; ++p) {
+        const std::size_t lo = std::max<std::size_t>(offset, p * page), hi = std::min<std::size_t>(offset + bytes, (p + 1) * page);
+        live[p] = adding ? live[p] + (hi - lo) : live[p] - (hi - lo);
+        if (!adding && live[p] == 0) free_epoch[p] = epoch;
+      }
+    };
+    for (int step = 0; step < 400; ++step) {
+      const auto choice = random() % 10;
+      if (choice == 0) {
+        pages.advance_epoch();
+        ++epoch;
+      } else if (choice < 5 && !blocks.empty()) {
+        auto at = blocks.begin();
+        std::advance(at, static_cast<std::ptrdiff_t>(random() % blocks.size()));
+        pages.remove_live(0x100000000ull + at->first, at->second);
+        apply(at->first, at->second, false);
+        blocks.erase(at);
+      } else {
+        const std::size_t bytes = 512 * (1 + random() % (random() % 2 == 0 ? 8 : 8 * page / 512));
+        const std::uintptr_t offset = 512 * (random() % ((page_count * page - bytes) / 512));
+        if (overlaps(offset, bytes)) continue;
+        pages.add_live(0x100000000ull + offset, bytes);
+        apply(offset, bytes, true);
+        blocks.emplace(offset, bytes);
+      }
+      for (std::size_t p = 0; p < page_count; ++p) {
+        REQUIRE(pages.live_bytes(p) == live[p]);
+        REQUIRE(pages.cached_free_pages().contains(p) == (live[p] == 0));
+        if (live[p] == 0) REQUIRE(pages.free_since_epoch(p) == free_epoch[p]);
+      }
+      for (std::size_t head = 0; head < page_count; head += pages.chunk_pages(head)) {
+        bool all_free = true;
+        for (std::size_t p = head; p < head + pages.chunk_pages(head); ++p) all_free = all_free && live[p] == 0;
+        REQUIRE(pages.chunk_free(head) == all_free);
+      }
+    }
+  }
+}
+
 // Against a std::map from stream to its latest free tick (Note [Standing waits]): inserts
 // keep the larger tick, merges take each stream's larger tick, renames and stamps keep
 // the set's order.
