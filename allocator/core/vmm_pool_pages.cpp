@@ -484,9 +484,15 @@ bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t 
       candidate = cached.highest_below(std::min(head, plan_first));
       continue;
     }
+    if (head < end && head + count > first) {
+      // The run's own pages (a large block's range holds many cached ones): go on from the
+      // highest cached page below them at once, as past the plan's.
+      candidate = cached.highest_below(std::min(head, first));
+      continue;
+    }
     // The next candidate: the highest cached page below this chunk.
     candidate = cached.highest_below(head);
-    if ((head < end && head + count > first) || count > max_pages) continue;
+    if (count > max_pages) continue;
     if (!pages_.chunk_free(head)) continue;
     ++inspected;
     if (!make_chunk_idle(head)) continue;
