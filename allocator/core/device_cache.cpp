@@ -163,9 +163,7 @@ void* device_cache::allocate(std::size_t request_bytes, stream_id stream) {
   if (request_bytes == 0) return nullptr;
   if (request_bytes > capacity_bytes_) {
     std::lock_guard<std::mutex> lock(device_mutex_);
-    {
-      ++stats_.num_ooms;
-    }
+    ++stats_.num_ooms;
     throw_out_of_memory_locked(request_bytes);
   }
   if (request_bytes > small_limit_bytes_) return allocate_large(request_bytes, stream);

@@ -41,9 +41,7 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
   backend::status result = allocate_with_collection_locked(size_bytes, stream, &address, placed_bytes);
   bool synchronized = false;
   if (result == backend::status::out_of_memory) {
-    {
-      ++stats_.num_alloc_retries;
-    }
+    ++stats_.num_alloc_retries;
     synchronized = synchronize_locked();
     settle_locked(synchronized);
     result = large_->allocate(size_bytes, stream, &address, placed_bytes);
@@ -66,9 +64,7 @@ std::uintptr_t device_cache::place_large_locked(std::size_t size_bytes, std::siz
   account_device_locked();
   if (result == backend::status::ok) return address;
   if (result == backend::status::out_of_memory) {
-    {
-      ++stats_.num_ooms;
-    }
+    ++stats_.num_ooms;
     if (log_enabled(log_level::info))
       log_message(log_level::info, "device " + std::to_string(device_) + ": out of memory for " +
                                        format_bytes_readable(request_bytes) + " after releasing the cache");
@@ -133,12 +129,8 @@ void device_cache::give_plan_room_locked() noexcept {
 void device_cache::throw_out_of_memory_locked(std::size_t request_bytes) {
   backend::memory_info info;
   if (backend_.get_memory_info(device_, &info) != backend::status::ok) info = {0, capacity_bytes_};
-  std::int64_t allocated = 0;
-  std::int64_t reserved = 0;
-  {
-    allocated = stats_.allocated_bytes[pool_all].current;
-    reserved = stats_.reserved_bytes[pool_all].current;
-  }
+  const std::int64_t allocated = stats_.allocated_bytes[pool_all].current;
+  const std::int64_t reserved = stats_.reserved_bytes[pool_all].current;
   const std::size_t limit = large_->reserved_limit_bytes();
   std::string hint;
   if (request_bytes > capacity_bytes_)

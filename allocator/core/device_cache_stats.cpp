@@ -75,16 +75,13 @@ void device_cache::reset_peak_stats() {
 }
 
 void device_cache::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> device_lock(device_mutex_);  // Note [Large-pool accounting]
-  {
-    std::shared_lock<std::shared_mutex> lock(shards_mutex_);
-    for (auto& [stream, shard] : shards_) {
-      std::lock_guard<spin_lock> shard_lock(shard->mutex());
-      for_each_per_allocation_stat([&](auto, auto shard_field, auto) {
-        (shard->counters().*shard_field).allocated.store(0, std::memory_order_relaxed);
-        (shard->counters().*shard_field).freed.store(0, std::memory_order_relaxed);
-      });
-    }
+  std::lock_guard<std::mutex> device_lock(device_mutex_);  // Note [Large-pool accounting]; shard_list_
+  for (stream_shard* shard : shard_list_) {
+    std::lock_guard<spin_lock> shard_lock(shard->mutex());
+    for_each_per_allocation_stat([&](auto, auto shard_field, auto) {
+      (shard->counters().*shard_field).allocated.store(0, std::memory_order_relaxed);
+      (shard->counters().*shard_field).freed.store(0, std::memory_order_relaxed);
+    });
   }
   fold_large_pool_counters_locked();  // what accrued before the reset is reset with the rest
   stats_.reset_accumulated();

@@ -3,6 +3,8 @@
 
 #include <cassert>
 
+#include "core/tree_nodes.hpp"
+
 namespace fragless::core {
 
 // Note [Index nodes]: a range that grows or shrinks keeps its tree nodes -- extracted,
@@ -17,19 +19,8 @@ void free_index::erase(std::map<std::uintptr_t, entry>::iterator at) {
 }
 
 void free_index::add(const free_range& range) {
-  if (spare_address_node_.empty()) {
-    by_address_.emplace(range.address, entry{range.size_bytes, range.segment_id, range.streams});
-  } else {
-    spare_address_node_.key() = range.address;
-    spare_address_node_.mapped() = entry{range.size_bytes, range.segment_id, range.streams};
-    by_address_.insert(std::move(spare_address_node_));
-  }
-  if (spare_size_node_.empty()) {
-    by_size_.emplace(range.size_bytes, range.address);
-  } else {
-    spare_size_node_.value() = {range.size_bytes, range.address};
-    by_size_.insert(std::move(spare_size_node_));
-  }
+  insert_reusing(by_address_, spare_address_node_, range.address, entry{range.size_bytes, range.segment_id, range.streams});
+  insert_reusing(by_size_, spare_size_node_, std::pair<std::size_t, std::uintptr_t>{range.size_bytes, range.address});
   free_bytes_ += range.size_bytes;
 }
 

@@ -73,12 +73,10 @@ backend::physical_handle page_map::set_unmapped(std::size_t head) {
   return pages_[head].handle;
 }
 
+// A chunk's pages are all mapped, so they are all free when all are cached free pages.
 bool page_map::chunk_free(std::size_t head) const noexcept {
   const std::size_t count = pages_[head].chunk_pages;
-  if (full_.count_in(head, head + count) != 0) return false;
-  for (std::size_t index = head; index < head + count; ++index)
-    if (live_bytes_[index] != 0) return false;
-  return true;
+  return cached_free_.count_in(head, head + count) == count;
 }
 
 // Note [Whole pages]

@@ -13,6 +13,7 @@
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
+#include "core/tree_nodes.hpp"
 
 namespace fragless::core {
 namespace {
@@ -154,13 +155,7 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     unrecorded_high_water_bytes_ = std::max(unrecorded_high_water_bytes_, unrecorded_live_bytes_);
   }
   try {
-    if (spare_placed_node_.empty()) {
-      placed_blocks_.emplace(*address, placed_block{size_bytes, sequence});
-    } else {
-      spare_placed_node_.key() = *address;
-      spare_placed_node_.mapped() = placed_block{size_bytes, sequence};
-      placed_blocks_.insert(std::move(spare_placed_node_));
-    }
+    insert_reusing(placed_blocks_, spare_placed_node_, *address, placed_block{size_bytes, sequence});
   } catch (...) {
     // Only a placement hint is lost (Note [Placement]).
   }
