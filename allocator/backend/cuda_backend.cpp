@@ -21,23 +21,36 @@ namespace {
 // Note [Device guard]
 // cudaMalloc, cudaEventCreate and friends act on the calling thread's current device.
 // The allocator serves any device from any thread, so each call that depends on it
-// switches to the wanted device and switches back, leaving the caller's state alone.
+// switches to the wanted device and switches back, leaving the caller's state alone; it
+// switches back only when it switched (no CUDA call changes the current device), so a
+// caller already on the device pays one cudaGetDevice. A call that names a created stream
+// acts on that stream's device whatever the current one is -- CUDA records an event on a
+// stream of the event's own device and lets a stream wait on any device's event -- so an
+// event record or wait switches only for the handles that mean the current device's
+// default stream (0, cudaStreamLegacy, cudaStreamPerThread). A many-stream loop makes one
+// of those calls on most large allocations (Note [Standing waits] in event_pool.hpp).
 class device_guard {
  public:
-  explicit device_guard(int device) noexcept {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) cudaSetDevice(device);
+  explicit device_guard(int device, bool needed = true) noexcept {
+    if (!needed) return;
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == device) return;
+    if (cudaSetDevice(device) == cudaSuccess && current >= 0) previous_ = current;
   }
   ~device_guard() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+    if (previous_ >= 0) cudaSetDevice(previous_);
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
 
  private:
-  int previous_ = -1;
+  int previous_ = -1;  // the caller's device, when switched from it
 };
+
+// Note [Device guard]: whether `stream` means the current device's default stream.
+bool is_default_stream_handle(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
 
 thread_local std::string last_error;
 
@@ -278,7 +291,7 @@ class cuda_backend final : public backend {
   }
 
   status record_event(int device, event_handle event, stream_handle stream) noexcept override {
-    device_guard guard(device);
+    device_guard guard(device, is_default_stream_handle(static_cast<cudaStream_t>(stream)));
     return from_runtime(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)),
                         "cudaEventRecord");
   }
@@ -289,7 +302,7 @@ class cuda_backend final : public backend {
   }
 
   status stream_wait_event(int device, stream_handle stream, event_handle event) noexcept override {
-    device_guard guard(device);
+    device_guard guard(device, is_default_stream_handle(static_cast<cudaStream_t>(stream)));
     return from_runtime(
         cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
         "cudaStreamWaitEvent");
