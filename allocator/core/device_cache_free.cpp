@@ -31,7 +31,8 @@ namespace fragless::core {
 std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
   std::vector<void*> events;
   try {
-    for (stream_id other : block.other_streams.streams()) {
+    for (const stream_set::entry& each : block.other_streams.entries()) {
+      const stream_id other = each.stream;
       if (other == block.stream) continue;
       if (events_.is_retired(other)) {
         // Note [Retired streams]: no stream to record on; done, or a device synchronization.

@@ -99,11 +99,13 @@ std::uint64_t event_pool::standing_tick_locked(backend::stream_handle waiter,
   return row == standing_waits_.end() ? 0 : row->second.tick_of(source, 0);
 }
 
-stream_set event_pool::standing_waits_of_locked(backend::stream_handle source) const noexcept {
+stream_set event_pool::standing_waits_of_locked(backend::stream_handle source) noexcept {
   const auto row = standing_waits_.find(source);
   if (row == standing_waits_.end()) return {};
+  stream_set copy = std::move(spare_carried_);
   try {
-    return row->second;
+    copy = row->second;  // into the spare's memory when it is large enough
+    return copy;
   } catch (...) {
     return {};  // carries nothing: later waits are only direct
   }
@@ -196,7 +198,10 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     latest_record& latest = latest_records_[source];
     if (latest.recorded_after_tick <= recorded_after_tick) {
       replaced = latest.event;
-      latest = latest_record{event, recorded_after_tick, std::move(carried)};
+      latest.event = event;
+      latest.recorded_after_tick = recorded_after_tick;
+      std::swap(latest.carried, carried);
+      spare_carried_ = std::move(carried);  // Note [Inline streams]: its memory serves the next copy
     }
   } catch (...) {
     // No host memory to keep it: the event goes back to the pool.

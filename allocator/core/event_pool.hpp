@@ -139,8 +139,12 @@ class event_pool {
   void release_locked(backend::event_handle event) noexcept;
   // Under mutex_: the tick up to which `waiter` is ordered after `source`'s frees (0: none).
   std::uint64_t standing_tick_locked(backend::stream_handle waiter, backend::stream_handle source) const noexcept;
-  // Under mutex_: `source`'s standing waits (empty when no host memory: it then carries less).
-  stream_set standing_waits_of_locked(backend::stream_handle source) const noexcept;
+  // Under mutex_: `source`'s standing waits, copied into the spare set's memory (empty when
+  // no host memory: it then carries less).
+  stream_set standing_waits_of_locked(backend::stream_handle source) noexcept;
+  // Note [Inline streams]: the set a replaced latest record carried, whose host memory the
+  // next copy of standing waits reuses (under mutex_).
+  stream_set spare_carried_;
   // Under mutex_: remembers `waiter`'s wait on an event of `source` recorded after `tick`,
   // and the waits that event carries (Note [Standing waits], Note [Transitive waits]).
   void note_standing_wait_locked(backend::stream_handle waiter, backend::stream_handle source, std::uint64_t tick,

@@ -18,8 +18,9 @@ void free_index::erase(std::map<std::uintptr_t, entry>::iterator at) {
   spare_address_node_ = by_address_.extract(at);
 }
 
-void free_index::add(const free_range& range) {
-  insert_reusing(by_address_, spare_address_node_, range.address, entry{range.size_bytes, range.segment_id, range.streams});
+void free_index::add(free_range&& range) {
+  insert_reusing(by_address_, spare_address_node_, range.address,
+                 entry{range.size_bytes, range.segment_id, std::move(range.streams)});
   insert_reusing(by_size_, spare_size_node_, std::pair<std::size_t, std::uintptr_t>{range.size_bytes, range.address});
   free_bytes_ += range.size_bytes;
 }
@@ -38,7 +39,7 @@ void free_index::resize(std::map<std::uintptr_t, entry>::iterator at, std::uintp
   }
 }
 
-free_range free_index::insert(free_range range) {
+void free_index::insert(free_range range) {
   auto next = by_address_.lower_bound(range.address);
   assert(next == by_address_.end() || next->first >= range.address + range.size_bytes);
   const bool next_merges = next != by_address_.end() && next->first == range.address + range.size_bytes &&
@@ -57,19 +58,15 @@ free_range free_index::insert(free_range range) {
         erase(next);
       }
       resize(previous, previous->first, size_bytes);
-      return free_range{previous->first, size_bytes, range.segment_id, previous->second.streams};
+      return;
     }
   }
   if (next_merges) {  // the next range grows downwards (Note [Index nodes])
     next->second.streams.merge(range.streams);
-    const std::size_t size_bytes = range.size_bytes + next->second.size_bytes;
-    range.streams = next->second.streams;
-    resize(next, range.address, size_bytes);
-    range.size_bytes = size_bytes;
-    return range;
+    resize(next, range.address, range.size_bytes + next->second.size_bytes);
+    return;
   }
-  add(range);
-  return range;
+  add(std::move(range));
 }
 
 std::optional<free_range> free_index::best_fit(std::size_t size_bytes) const {

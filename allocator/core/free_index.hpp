@@ -26,8 +26,8 @@ struct free_range {
 class free_index {
  public:
   // Adds a free range, merging it with free neighbours of the same segment.
-  // Returns the merged range. Precondition: overlaps no free range.
-  free_range insert(free_range range);
+  // Precondition: overlaps no free range.
+  void insert(free_range range);
 
   // Best fit: the smallest range of at least `size_bytes`, lowest address among equals.
   std::optional<free_range> best_fit(std::size_t size_bytes) const;
@@ -65,7 +65,7 @@ class free_index {
     stream_set streams;
   };
   void erase(std::map<std::uintptr_t, entry>::iterator at);
-  void add(const free_range& range);
+  void add(free_range&& range);
   // Makes the range at `at` [address, address + size_bytes), keeping its nodes.
   void resize(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address, std::size_t size_bytes);
 

@@ -65,12 +65,10 @@ bool large_pool::wait_forbidden(const stream_set& streams, stream_id stream) con
 
 backend::status large_pool::order_after_streams(const free_range& range, stream_id stream) noexcept {
   if (settings_.unsafe_skip_stream_waits || !range.streams.foreign_to(stream)) return backend::status::ok;
-  const auto others = range.streams.streams();
-  const auto freed_at_ticks = range.streams.freed_at_ticks();
-  for (std::size_t i = 0; i < others.size(); ++i) {
-    if (others[i] == stream) continue;
+  for (const stream_set::entry& other : range.streams.entries()) {
+    if (other.stream == stream) continue;
     bool waited = false, recorded = false;
-    const backend::status ordered = events_.order_after(stream, others[i], freed_at_ticks[i], waited, recorded);
+    const backend::status ordered = events_.order_after(stream, other.stream, other.freed_at_tick, waited, recorded);
     if (recorded) ++counters_.order_records;  // Note [Shared records]
     if (ordered == backend::status::ok) {
       ++(waited ? counters_.cross_stream_waits : counters_.standing_waits);  // Note [Standing waits]
@@ -95,8 +93,8 @@ stream_set large_pool::freed_now(const stream_set& streams) {
 }
 
 bool large_pool::streams_idle(const stream_set& streams) noexcept {
-  for (stream_id stream : streams.streams())
-    if (events_.stream_idle(stream) != backend::status::ok) return false;
+  for (const stream_set::entry& each : streams.entries())
+    if (events_.stream_idle(each.stream) != backend::status::ok) return false;
   return true;
 }
 

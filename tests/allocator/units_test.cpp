@@ -214,13 +214,13 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
   std::mt19937_64 random(7);
   const auto check_against = [](const stream_set& set, const std::map<std::uintptr_t, std::uint64_t>& expected) {
     REQUIRE(set.size() == expected.size());
-    REQUIRE(set.freed_at_ticks().size() == expected.size());
+    REQUIRE(set.entries().size() == expected.size());
     std::map<std::uintptr_t, std::uint64_t> got;
     std::vector<std::uintptr_t> order;
-    for (std::size_t i = 0; i < set.size(); ++i) {
-      const auto value = reinterpret_cast<std::uintptr_t>(set.streams()[i]);
+    for (const auto& each : set.entries()) {
+      const auto value = reinterpret_cast<std::uintptr_t>(each.stream);
       order.push_back(value);
-      got[value] = set.freed_at_ticks()[i];
+      got[value] = each.freed_at_tick;
     }
     REQUIRE(std::is_sorted(order.begin(), order.end()));
     REQUIRE(got == expected);
@@ -228,33 +228,34 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
   for (int round = 0; round < 400; ++round) {
     stream_set set;
     std::map<std::uintptr_t, std::uint64_t> expected;
-    const int count = static_cast<int>(random() % 7);
+    // Up to 7 streams: inline (up to 4, Note [Inline streams]) and overflowing.
+    const int count = static_cast<int>(random() % 10);
     for (int i = 0; i < count; ++i) {
-      const std::uintptr_t value = 1 + random() % 5;
+      const std::uintptr_t value = 1 + random() % 7;
       const std::uint64_t tick = random() % 4 == 0 ? stream_set::kUnknownTick : random() % 100;
       set.insert(reinterpret_cast<void*>(value), tick);
       auto [at, fresh] = expected.emplace(value, tick);
       if (!fresh) at->second = std::max(at->second, tick);
     }
     check_against(set, expected);
-    for (std::uintptr_t value = 0; value < 7; ++value)
+    for (std::uintptr_t value = 0; value < 9; ++value)
       REQUIRE(set.contains(reinterpret_cast<void*>(value)) == (expected.count(value) == 1));
     REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || (expected.size() == 1 && expected.count(1) == 1)));
 
-    // Merges into a set of 0-6 other streams, with and without a skipped stream (a
+    // Merges into a set of 0-8 other streams, with and without a skipped stream (a
     // waiter's own, Note [Transitive waits]): the merged set against the two maps joined.
     for (const bool skipping : {false, true}) {
       stream_set other;
       std::map<std::uintptr_t, std::uint64_t> merged;
-      const int other_count = static_cast<int>(random() % 7);
+      const int other_count = static_cast<int>(random() % 10);
       for (int i = 0; i < other_count; ++i) {
-        const std::uintptr_t value = 1 + random() % 6;
+        const std::uintptr_t value = 1 + random() % 8;
         const std::uint64_t tick = random() % 100;
         other.insert(reinterpret_cast<void*>(value), tick);
         auto [at, fresh] = merged.emplace(value, tick);
         if (!fresh) at->second = std::max(at->second, tick);
       }
-      const std::uintptr_t skipped = 1 + random() % 6;
+      const std::uintptr_t skipped = 1 + random() % 8;
       if (skipping) {
         other.merge_except(set, reinterpret_cast<void*>(skipped));
       } else {
@@ -270,8 +271,8 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
       check_against(other, merged);
     }
 
-    const std::uintptr_t from = 1 + random() % 5;
-    const std::uintptr_t to = 1 + random() % 8;
+    const std::uintptr_t from = 1 + random() % 7;
+    const std::uintptr_t to = 1 + random() % 9;
     const bool renamed = set.rename(reinterpret_cast<void*>(from), reinterpret_cast<void*>(to));
     REQUIRE(renamed == (expected.count(from) == 1));
     if (renamed) {
