@@ -3,6 +3,7 @@
 // unsafe_skip_stream_waits setting must be caught (so these tests can fail).
 #include <catch2/catch.hpp>
 
+#include <cuda_runtime_api.h>
 #include <simcuda/control.h>
 
 #include <vector>
@@ -90,6 +91,48 @@ TEST_CASE("the broken variant (no cross-stream wait) is caught by the oracle", "
     INFO("vmm " << vmm);
     CHECK(cross_stream_reuse(true, vmm, 8 << 20) > 0);
   }
+}
+
+// Note [Device guard] (cuda_backend.cpp): an event record or wait on a created stream
+// leaves the current device alone, but the default-stream handle means the current
+// device's stream, so there the backend must switch. Device 1's memory is freed on device
+// 1's default stream while a kernel there still writes it and reused on a created stream
+// of device 1, the calling thread on device 0 throughout: ordered (no race), the caller's
+// device untouched; without the waits the oracle sees the race.
+static std::uint64_t default_stream_of_another_device(bool skip_waits) {
+  reset_simcuda();
+  core::cache_settings settings = core::cache_settings::for_backend(true);
+  settings.unsafe_skip_stream_waits = skip_waits;
+  auto instance = make_simcuda_allocator(settings);
+  void* created = create_stream(1);
+  REQUIRE(created != nullptr);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  const std::size_t size = 8 << 20;
+  void* block = instance->allocate(size, 1, nullptr);
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  simcuda_launch(nullptr, block, size, 1);  // on device 1's default stream
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  instance->deallocate(block);
+  void* again = instance->allocate(size, 1, created);
+  CHECK(again == block);
+  int current = -1;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == 0);
+  simcuda_launch(created, again, size, 1);
+  instance->deallocate(again);
+  const std::uint64_t races = simcuda_race_count();
+  simcuda_complete_all();
+  instance.reset();
+  destroy_stream(created);
+  return races;
+}
+
+TEST_CASE("another device's default stream is waited for from a thread on device 0", "[streams][devices]") {
+  if (simcuda_capacity(1) == 0) FAIL("this test needs SIMCUDA_DEVICES=2 (set by its ctest entry)");
+  const std::uint64_t races = default_stream_of_another_device(false);
+  INFO(race_report());
+  CHECK(races == 0);
+  CHECK(default_stream_of_another_device(true) > 0);
 }
 
 TEST_CASE("record_stream keeps a block from reuse until the other stream is done", "[streams]") {
