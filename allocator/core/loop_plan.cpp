@@ -380,10 +380,9 @@ void loop_plan::append(const logged_token& entry) noexcept {
 
 void loop_plan::look_for_step() {
   const std::size_t newest = log_.size() - 1;
-  auto [at, inserted] = window_ends_.try_emplace(window_hash_, newest);
-  if (inserted) return;
-  const std::size_t previous = at->second;
-  at->second = newest;
+  const std::optional<std::size_t> seen = window_ends_.exchange(window_hash_, newest);
+  if (!seen) return;
+  const std::size_t previous = *seen;
   const std::size_t step_tokens = newest - previous;
   if (step_tokens < min_step_tokens_) return;
   // Note [Loop plans] (Building): one candidate of a length per step. Where the last one

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "core/step_layout.hpp"
 #include "core/stream_set.hpp"
+#include "core/window_positions.hpp"
 
 namespace fragless::core {
 
@@ -151,9 +151,10 @@ struct step_block;  // core/step_layout.hpp
 //    abandoned plan is no failure either: the loop it planned ended (a phase of the
 //    program, or a layer taken for the step), which says nothing of whether the next loop
 //    can be planned.
-// Where it costs: recording is a hash-table insert per large event while no plan is
-// active, from the pool's first page move on (a pool that never moves pages records
-// nothing, and recording pauses again after kMaxLogTokens events without a move);
+// Where it costs: recording is a hash-table lookup (Note [Window positions]) per large
+// event while no plan is active, from the pool's first page move on (a pool that never
+// moves pages records nothing, and recording pauses again after kMaxLogTokens events
+// without a move);
 // following is one comparison per event; laying a step out is blocks^2 work, on threads
 // of their own for a large step (Note [Layout threads]).
 struct loop_token {
@@ -324,7 +325,7 @@ class loop_plan {
   std::vector<logged_token> log_;
   std::uint64_t first_logged_sequence_ = 0;        // sequence of the log's first allocation
   std::vector<std::size_t> allocation_positions_;  // sequence - first -> log position
-  std::unordered_map<std::uint64_t, std::size_t> window_ends_;  // window hash -> log position
+  window_positions window_ends_;  // window hash -> log position (Note [Window positions])
   std::uint64_t window_hash_ = 0;
   std::size_t next_build_position_ = 0;  // Note [Loop plans]: one candidate per step
   std::size_t waiting_step_tokens_ = 0;   // the length that waits for it (0: every length)

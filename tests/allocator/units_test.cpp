@@ -3,14 +3,17 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "core/free_index.hpp"
 #include "core/page_map.hpp"
 #include "core/page_set.hpp"
 #include "core/size_classes.hpp"
+#include "core/window_positions.hpp"
 
 using namespace fragless::core;
 
@@ -209,6 +212,44 @@ TEST_CASE("page map agrees with a per-page model of live bytes and free epochs",
 // Against a std::map from stream to its latest free tick (Note [Standing waits]): inserts
 // keep the larger tick, merges take each stream's larger tick, renames and stamps keep
 // the set's order.
+// Note [Window positions]: the loop plan's flat table against std::unordered_map over
+// random hashes -- spread, alike in their low bits, alike in their high bits, and a few
+// repeated often -- through growth and clears.
+TEST_CASE("window positions answer as a hash map does", "[window_positions]") {
+  using fragless::core::window_positions;
+  std::mt19937_64 random(11);
+  window_positions table;
+  std::unordered_map<std::uint64_t, std::size_t> model;
+  for (int round = 0; round < 6; ++round) {
+    const int count = 1 + static_cast<int>(random() % 20000);
+    for (int i = 0; i < count; ++i) {
+      std::uint64_t hash = random();
+      switch (random() % 4) {
+        case 0: hash &= 0xfff; break;                      // alike in the high bits
+        case 1: hash = (hash & 0xfff) << 52; break;        // alike in the low bits
+        case 2: hash = random() % 16; break;               // a few, often (0 among them)
+        default: break;
+      }
+      const std::size_t position = static_cast<std::size_t>(random() % 1000000);
+      const std::optional<std::size_t> got = table.exchange(hash, position);
+      auto [at, fresh] = model.try_emplace(hash, position);
+      if (fresh) {
+        REQUIRE_FALSE(got.has_value());
+      } else {
+        REQUIRE(got.has_value());
+        REQUIRE(*got == at->second);
+        at->second = position;
+      }
+      REQUIRE(table.size() == model.size());
+    }
+    if (round % 2 == 1) {
+      table.clear();
+      model.clear();
+      REQUIRE(table.size() == 0);
+    }
+  }
+}
+
 TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream_set]") {
   using fragless::core::stream_set;
   std::mt19937_64 random(7);
