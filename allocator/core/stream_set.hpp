@@ -41,6 +41,22 @@ class stream_set {
   stream_set() = default;
   explicit stream_set(stream_id stream, std::uint64_t freed_at_tick = kUnknownTick)
       : inline_{entry{stream, freed_at_tick}}, size_(1) {}
+  stream_set(const stream_set&) = default;
+  stream_set& operator=(const stream_set&) = default;  // reuses this set's heap array
+  // A set moved from is empty (its heap array went with the move).
+  stream_set(stream_set&& other) noexcept
+      : inline_(other.inline_), size_(other.size_), overflow_(std::move(other.overflow_)) {
+    other.size_ = 0;
+  }
+  stream_set& operator=(stream_set&& other) noexcept {
+    if (this == &other) return *this;
+    inline_ = other.inline_;
+    size_ = other.size_;
+    overflow_ = std::move(other.overflow_);
+    other.size_ = 0;
+    other.overflow_.clear();
+    return *this;
+  }
 
   bool empty() const noexcept { return size_ == 0; }
   std::size_t size() const noexcept { return size_; }

@@ -279,6 +279,19 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
       if (!fresh) at->second = std::max(at->second, tick);
     }
     check_against(set, expected);
+    {  // a copy is equal; a set moved from is empty, and usable again
+      stream_set copy = set;
+      check_against(copy, expected);
+      stream_set moved = std::move(copy);
+      check_against(moved, expected);
+      REQUIRE(copy.empty());
+      REQUIRE(copy.entries().empty());
+      copy.insert(reinterpret_cast<void*>(3), 5);
+      REQUIRE(copy.size() == 1);
+      copy = std::move(moved);
+      check_against(copy, expected);
+      REQUIRE(moved.empty());
+    }
     for (std::uintptr_t value = 0; value < 9; ++value)
       REQUIRE(set.contains(reinterpret_cast<void*>(value)) == (expected.count(value) == 1));
     REQUIRE(set.foreign_to(reinterpret_cast<void*>(1)) == !(expected.empty() || (expected.size() == 1 && expected.count(1) == 1)));
