@@ -6,6 +6,7 @@
 // lock around every call.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -49,7 +50,6 @@ class window_positions {
   void clear() noexcept {
     std::vector<slot>().swap(slots_);
     used_ = 0;
-    shift_ = 64;
   }
 
  private:
@@ -58,20 +58,18 @@ class window_positions {
     std::size_t position_plus_one = 0;  // 0: empty
   };
   static constexpr std::size_t kFirstSlots = 1024;
-  std::vector<slot> slots_;
+  std::vector<slot> slots_;  // empty, or a power of two of them
   std::size_t used_ = 0;
-  unsigned shift_ = 64;  // 64 - log2(slot count)
 
-  // Fibonacci hashing: the product's top bits, so hashes alike in their low bits spread.
+  // Fibonacci hashing: the product's top log2(slot count) bits, so hashes alike in their
+  // low bits spread. Only with slots.
   std::size_t home(std::uint64_t hash) const noexcept {
-    return static_cast<std::size_t>((hash * 0x9E3779B97F4A7C15ull) >> shift_);
+    return static_cast<std::size_t>((hash * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(slots_.size())));
   }
   void grow() {
     const std::size_t count = slots_.empty() ? kFirstSlots : 2 * slots_.size();
     std::vector<slot> old(count);
     old.swap(slots_);
-    shift_ = 64;
-    for (std::size_t bits = count; bits > 1; bits >>= 1) --shift_;
     const std::size_t mask = count - 1;
     for (const slot& each : old) {
       if (each.position_plus_one == 0) continue;
