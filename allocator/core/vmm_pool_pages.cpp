@@ -98,7 +98,10 @@ std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::choose_placement(
   if (!range) return std::nullopt;
   const std::uintptr_t at_end = range->address + range->size_bytes - size_bytes;
   const std::size_t new_pages_at_start = pages_.unmapped_pages(range->address, size_bytes, SIZE_MAX);
-  const std::size_t new_pages_at_end = pages_.unmapped_pages(at_end, size_bytes, new_pages_at_start + 1);
+  // The end is counted only where it could win: fewer new pages, or a tie a sub-page block breaks.
+  const bool end_may_win = at_end != range->address && (new_pages_at_start != 0 || size_bytes < pages_.page_bytes());
+  const std::size_t new_pages_at_end =
+      end_may_win ? pages_.unmapped_pages(at_end, size_bytes, new_pages_at_start + 1) : new_pages_at_start;
   bool use_end = new_pages_at_end < new_pages_at_start;
   if (new_pages_at_end == new_pages_at_start && at_end != range->address && size_bytes < pages_.page_bytes())
     use_end = block_of_size_starts_at(range->address + range->size_bytes, size_bytes) &&
