@@ -130,8 +130,7 @@ void page_map::add_live(std::uintptr_t address, std::size_t size_bytes) {
     assert(std::all_of(live_bytes_.begin() + static_cast<std::ptrdiff_t>(span.whole_first),
                        live_bytes_.begin() + static_cast<std::ptrdiff_t>(span.whole_end),
                        [](std::uint32_t bytes) { return bytes == 0; }));
-    full_.insert_range(span.whole_first, span.whole_end);
-    cached_free_.erase_range(span.whole_first, span.whole_end);
+    page_set::move_range(cached_free_, full_, nullptr, span.whole_first, span.whole_end);
   }
   live_total_bytes_ += size_bytes;
   live_high_water_bytes_ = std::max(live_high_water_bytes_, live_total_bytes_);
@@ -144,9 +143,7 @@ void page_map::remove_live(std::uintptr_t address, std::size_t size_bytes) {
                         [this](std::size_t index, std::uint32_t bytes) { remove_live_page(index, bytes); });
   if (span.whole_first < span.whole_end) {  // Note [Whole pages]: full (so mapped) pages become cached free
     assert(full_.count_in(span.whole_first, span.whole_end) == span.whole_end - span.whole_first);
-    full_.erase_range(span.whole_first, span.whole_end);
-    freed_this_epoch_.insert_range(span.whole_first, span.whole_end);
-    cached_free_.insert_range(span.whole_first, span.whole_end);
+    page_set::move_range(full_, cached_free_, &freed_this_epoch_, span.whole_first, span.whole_end);
   }
   live_total_bytes_ -= size_bytes;
 }

@@ -47,6 +47,10 @@ class page_set {
   // Adds / removes every page of [first, end), a word at a time (a block's whole pages).
   void insert_range(std::size_t first, std::size_t end) noexcept;
   void erase_range(std::size_t first, std::size_t end) noexcept;
+  // Every page of [first, end) leaves `from` and joins `to` (and `also`, when not null): the
+  // two or three range calls in one walk over the words (a block's whole pages as it is
+  // placed or freed, Note [Whole pages] in page_map.cpp). The sets have the same bound.
+  static void move_range(page_set& from, page_set& to, page_set* also, std::size_t first, std::size_t end) noexcept;
   bool contains(std::size_t page) const noexcept { return (words_[page / 64] >> (page % 64) & 1) != 0; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
@@ -78,8 +82,14 @@ class page_set {
   std::vector<std::uint64_t> words_;    // bit p % 64 of word p / 64: page p is a member
   std::vector<std::uint64_t> summary_;  // bit w % 64 of summary word w / 64: word w is non-zero
   std::size_t size_ = 0;
-  // The bits of word `word_index` that fall in [first, end).
-  static std::uint64_t word_mask(std::size_t word_index, std::size_t first, std::size_t end) noexcept;
+  // The bits of word `word_index` that fall in [first, end), and how many there are.
+  struct masked_bits {
+    std::uint64_t mask;
+    std::size_t count;
+  };
+  static masked_bits word_mask(std::size_t word_index, std::size_t first, std::size_t end) noexcept;
+  void insert_masked(std::size_t word_index, masked_bits in_range) noexcept;
+  void erase_masked(std::size_t word_index, masked_bits in_range) noexcept;
 };
 
 }  // namespace fragless::core

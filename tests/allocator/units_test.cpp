@@ -356,7 +356,7 @@ TEST_CASE("stream sets stay sorted and unique, inline and overflowing", "[stream
 }
 
 // page_set against std::set, the container it replaced: random inserts and erases, of
-// single pages and of ranges, over sizes around the word (64) and summary (4096)
+// single pages and of ranges, ranges moved to and from two other sets (move_range), over sizes around the word (64) and summary (4096)
 // boundaries, dense and sparse; after each batch, size, membership, the whole descending walk by highest_below and the
 // ascending list append_members gives must agree, and
 // highest_below from random limits must be the set's predecessor.
@@ -367,12 +367,27 @@ TEST_CASE("page set agrees with std::set on random operations and range queries"
       INFO("pages " << page_count << ", 1 in " << density);
       page_set set(page_count);
       std::set<std::size_t> oracle;
+      // move_range's other ends: pages leave `set` for `other` (and `also`), and come back.
+      page_set other(page_count), also(page_count);
+      std::set<std::size_t> other_oracle, also_oracle;
       std::uniform_int_distribution<std::size_t> any_page(0, page_count - 1);
       for (int batch = 0; batch < 8; ++batch) {
         for (std::size_t operation = 0; operation < page_count * 2 / static_cast<std::size_t>(density) + 3; ++operation) {
           const std::size_t page = any_page(random);
-          const std::size_t kind = random() % 8;
-          if (kind >= 6) {  // a range, often across word and summary boundaries
+          const std::size_t kind = random() % 10;
+          if (kind >= 8) {  // pages moved out of one set into one or two others, or back
+            const std::size_t end = std::min(page_count, page + 1 + random() % (random() % 2 ? 70 : 5000));
+            const bool out = kind == 8;
+            const bool with_also = out && random() % 2 == 0;
+            page_set::move_range(out ? set : other, out ? other : set, with_also ? &also : nullptr, page, end);
+            std::set<std::size_t>& from = out ? oracle : other_oracle;
+            std::set<std::size_t>& to = out ? other_oracle : oracle;
+            from.erase(from.lower_bound(page), from.lower_bound(end));
+            for (std::size_t member = page; member < end; ++member) {
+              to.insert(member);
+              if (with_also) also_oracle.insert(member);
+            }
+          } else if (kind >= 6) {  // a range, often across word and summary boundaries
             const std::size_t end = std::min(page_count, page + 1 + random() % (random() % 2 ? 70 : 5000));
             if (kind == 6) {
               set.insert_range(page, end);
@@ -391,6 +406,13 @@ TEST_CASE("page set agrees with std::set on random operations and range queries"
         }
         REQUIRE(set.size() == oracle.size());
         REQUIRE(set.empty() == oracle.empty());
+        for (auto [moved, moved_oracle] : {std::pair<page_set*, std::set<std::size_t>*>{&other, &other_oracle},
+                                           std::pair<page_set*, std::set<std::size_t>*>{&also, &also_oracle}}) {
+          REQUIRE(moved->size() == moved_oracle->size());
+          std::vector<std::size_t> members;
+          moved->append_members(members);
+          REQUIRE(members == std::vector<std::size_t>(moved_oracle->begin(), moved_oracle->end()));
+        }
         std::vector<std::size_t> walked;
         for (std::size_t page = set.highest_below(page_set::npos); page != page_set::npos;
              page = set.highest_below(page))
