@@ -213,7 +213,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     if (placed)
       count_small_allocation(shard, size_bytes, request_bytes);
     else
-      new_slab_bytes = slab_bytes(class_index, shard.class_slab_count(class_index));
+      new_slab_bytes = slab_bytes(class_index, shard.class_slab_doublings(class_index));
   }
   if (!surplus.empty()) {
     std::lock_guard<std::mutex> lock(device_mutex_);

@@ -59,6 +59,7 @@ void stream_shard::add_slab(std::unique_ptr<slab> fresh) {
   class_state& state = classes_[raw->class_index];
   ++state.empty_slabs;
   ++state.slab_count;
+  state.most_slabs = std::max(state.most_slabs, state.slab_count);
   link(state, raw);
 }
 

@@ -7,6 +7,7 @@
 // class is kept empty (the others go back to the large pool).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -130,8 +131,12 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
   bool covered_by_synchronization(std::uint64_t release) const noexcept { return release <= synchronized_through_; }
   shard_stats& counters() noexcept { return counters_; }
   std::size_t slab_count() const noexcept { return slabs_.size(); }
-  // Slabs of one class (Note [Slab growth]).
-  std::size_t class_slab_count(std::size_t class_index) const noexcept { return classes_[class_index].slab_count; }
+  // The doublings the next slab of a class takes (Note [Slab growth]): one per slab of the
+  // class the shard holds, and never fewer than its largest slab of the class so far had.
+  std::size_t class_slab_doublings(std::size_t class_index) const noexcept {
+    const class_state& state = classes_[class_index];
+    return std::max<std::size_t>(state.slab_count, state.most_slabs == 0 ? 0 : state.most_slabs - 1u);
+  }
   std::size_t slab_bytes_total() const noexcept { return slab_bytes_; }
   template <typename F>
   void for_each_slab(F&& f) const {
@@ -143,6 +148,7 @@ class alignas(64) stream_shard {  // own cache lines: shards of different thread
     slab* partial_head = nullptr;
     std::uint32_t empty_slabs = 0;
     std::uint32_t slab_count = 0;  // Note [Slab growth]
+    std::uint32_t most_slabs = 0;  // the largest slab_count so far (Note [Slab growth])
   };
   void link(class_state& state, slab* target) noexcept;
   void unlink(class_state& state, slab* target) noexcept;

@@ -13,6 +13,7 @@
 #include "core/page_map.hpp"
 #include "core/page_set.hpp"
 #include "core/size_classes.hpp"
+#include "core/small_pool.hpp"
 #include "core/window_positions.hpp"
 
 using namespace fragless::core;
@@ -54,6 +55,33 @@ TEST_CASE("size classes meet the documented waste bound", "[size_classes]") {
   }
   REQUIRE(class_of(0) == 0);
   REQUIRE(!is_small(kSmallLimitBytes + 1));
+}
+
+// Note [Slab growth]: slabs of a class double as the shard adds them, and once the shard
+// gave its empty slabs back, the next one is as large as the largest it had -- not small
+// again -- while a class the shard never used still starts small.
+TEST_CASE("a shard's next slab of a class is as large as its largest so far", "[slab_growth]") {
+  stream_shard shard(nullptr);
+  const std::size_t used = class_of(4096), unused = class_of(8192);
+  std::uintptr_t address = std::uintptr_t{1} << 30;
+  auto add_slab = [&] {
+    const std::size_t bytes = slab_bytes(used, shard.class_slab_doublings(used));
+    shard.add_slab(make_slab(address, used, bytes));
+    address += bytes;
+    return bytes;
+  };
+  REQUIRE(shard.class_slab_doublings(used) == 0);
+  std::vector<std::size_t> sizes;
+  for (int slab = 0; slab < 3; ++slab) sizes.push_back(add_slab());
+  REQUIRE(sizes[1] == 2 * sizes[0]);
+  REQUIRE(sizes[2] == 2 * sizes[1]);
+  REQUIRE(shard.take_empty_slabs().size() == 3);
+  REQUIRE(shard.class_slab_doublings(used) == 2);
+  REQUIRE(add_slab() == sizes[2]);  // where it was sizes[0] before
+  REQUIRE(add_slab() == sizes[2]);
+  REQUIRE(add_slab() == sizes[2]);
+  REQUIRE(add_slab() == 2 * sizes[2]);  // more slabs than it had: growing on
+  REQUIRE(shard.class_slab_doublings(unused) == 0);
 }
 
 TEST_CASE("free index: best fit, address order, coalescing", "[free_index]") {
