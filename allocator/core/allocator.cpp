@@ -151,7 +151,9 @@ void allocator::record_stream(void* pointer, stream_id stream) {
     throw_invalid_pointer(pointer, "record_stream");
   device(block_device).check_stream(stream);
   if (!live_blocks_.update(address, [&](live_block& block) {
-        if (stream != block.stream) block.other_streams.insert(stream);
+        if (stream == block.stream) return;
+        if (!block.other_streams) block.other_streams = std::make_unique<stream_set>();
+        block.other_streams->insert(stream);
       }))
     throw_invalid_pointer(pointer, "record_stream");
 }

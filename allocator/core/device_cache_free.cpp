@@ -31,7 +31,7 @@ namespace fragless::core {
 std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
   std::vector<void*> events;
   try {
-    for (const stream_set::entry& each : block.other_streams.entries()) {
+    for (const stream_set::entry& each : block.other_streams->entries()) {
       const stream_id other = each.stream;
       if (other == block.stream) continue;
       if (events_.is_retired(other)) {
@@ -83,8 +83,8 @@ void device_cache::count_small_allocation(stream_shard& shard, std::size_t size_
 
 // Hot path for small blocks: one shard lock.
 void device_cache::free_block(std::uintptr_t address, live_block&& block) noexcept {
-  const bool wait_for_uses = !block.other_streams.empty() && !settings_.unsafe_skip_stream_waits &&
-                             block.other_streams.foreign_to(block.stream);
+  const bool wait_for_uses = block.other_streams != nullptr && !settings_.unsafe_skip_stream_waits &&
+                             block.other_streams->foreign_to(block.stream);
   std::vector<void*> events;
   if (wait_for_uses) events = record_use_events(block);
   if (block.owner != nullptr) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -22,6 +23,12 @@ struct slab;
 class stream_shard;
 class device_cache;
 
+// Note [Live block size]
+// Every allocation writes a live_block into the map and every free moves it out, and a
+// deletion shifts the entries after it back a slot: the record is copied whole several
+// times per allocation and free. The streams record_stream() adds are rare, so they live
+// behind a pointer, null until the first: a record is 72 bytes where an inline stream set
+// made it 160, and a new block's record starts with nothing to zero.
 struct live_block {
   std::size_t size_bytes = 0;       // what the block occupies (class size or 512 B-rounded)
   std::size_t requested_bytes = 0;  // what the caller asked for
@@ -31,7 +38,8 @@ struct live_block {
   slab* owner = nullptr;            // small pool: its slab; large pool: nullptr
   stream_shard* shard = nullptr;    // small pool: the shard that owns the slab
   std::uint32_t slot = 0;
-  stream_set other_streams;         // record_stream() uses
+  // record_stream() uses; null until the first (Note [Live block size]).
+  std::unique_ptr<stream_set> other_streams;
 };
 
 class live_block_map {

@@ -54,7 +54,7 @@ void device_cache::retire_stream(stream_id stream) noexcept {
     if (!known) {
       for (const pending_large& pending : pending_large_) known |= pending.stream == stream;
       live_blocks_.for_each([&](std::uintptr_t, const live_block& block) {
-        known |= block.cache == this && (block.stream == stream || block.other_streams.contains(stream));
+        known |= block.cache == this && (block.stream == stream || (block.other_streams && block.other_streams->contains(stream)));
       });
       if (!known) large_->index().for_each([&](const free_range& range) { known |= range.streams.contains(stream); });
       if (!known) {
@@ -77,7 +77,7 @@ void device_cache::retire_stream(stream_id stream) noexcept {
     live_blocks_.for_each_mutable([&](std::uintptr_t, live_block& block) {
       if (block.cache != this) return;
       if (block.stream == stream) block.stream = stand_in;
-      block.other_streams.rename(stream, stand_in);
+      if (block.other_streams) block.other_streams->rename(stream, stand_in);
     });
     {
       std::unique_lock<std::shared_mutex> shards_lock(shards_mutex_);
