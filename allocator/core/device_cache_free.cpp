@@ -30,6 +30,7 @@ namespace fragless::core {
 
 std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
   std::vector<void*> events;
+  if (block.other_streams == nullptr) return events;  // no record_stream() use
   try {
     for (const stream_set::entry& each : block.other_streams->entries()) {
       const stream_id other = each.stream;
