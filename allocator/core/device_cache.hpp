@@ -162,7 +162,9 @@ class device_cache {
   small_pool_sums sum_small_stats(bool currents_only = false);
   // Holds device_mutex_: folds the current totals into the small/all peaks.
   void sample_peaks_locked(const small_pool_sums& sums) noexcept;
-  std::vector<void*> record_use_events(const live_block& block) noexcept;
+  // An event on each stream of `uses` but `allocated_on` (record_stream() uses of a block
+  // being freed); nullptr for one that completes only with a device synchronization.
+  std::vector<void*> record_use_events(const stream_set& uses, stream_id allocated_on) noexcept;
   bool events_complete(const std::vector<void*>& events) noexcept;
 
   backend::backend& backend_;

@@ -28,13 +28,12 @@ namespace fragless::core {
 // handle inherits nothing of it.
 // cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 
-std::vector<void*> device_cache::record_use_events(const live_block& block) noexcept {
+std::vector<void*> device_cache::record_use_events(const stream_set& uses, stream_id allocated_on) noexcept {
   std::vector<void*> events;
-  if (block.other_streams == nullptr) return events;  // no record_stream() use
   try {
-    for (const stream_set::entry& each : block.other_streams->entries()) {
+    for (const stream_set::entry& each : uses.entries()) {
       const stream_id other = each.stream;
-      if (other == block.stream) continue;
+      if (other == allocated_on) continue;
       if (events_.is_retired(other)) {
         // Note [Retired streams]: no stream to record on; done, or a device synchronization.
         if (events_.retired_work_pending(other)) events.push_back(nullptr);
@@ -87,7 +86,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
   const bool wait_for_uses = block.other_streams != nullptr && !settings_.unsafe_skip_stream_waits &&
                              block.other_streams->foreign_to(block.stream);
   std::vector<void*> events;
-  if (wait_for_uses) events = record_use_events(block);
+  if (wait_for_uses) events = record_use_events(*block.other_streams, block.stream);
   if (block.owner != nullptr) {
     stream_shard& shard = *block.shard;
     slab* surplus = nullptr;
