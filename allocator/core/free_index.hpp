@@ -52,6 +52,11 @@ class free_index {
     for (const auto& [address, value] : by_address_)
       f(free_range{address, value.size_bytes, value.segment_id, value.streams});
   }
+  // Visits every range's extent in address order: f(address, size_bytes), copying no stream set.
+  template <typename F>
+  void for_each_extent(F&& f) const {
+    for (const auto& [address, value] : by_address_) f(address, value.size_bytes);
+  }
   // Clears every range's stream set (after a device synchronization).
   void forget_streams() noexcept;
   // Replaces `from` by `to` in every range's stream set (Note [Retired streams]).

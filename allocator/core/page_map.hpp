@@ -42,6 +42,8 @@ class page_map {
   std::size_t unmapped_pages(std::uintptr_t address, std::size_t size_bytes, std::size_t limit) const noexcept;
   // The lowest unmapped page of [first, end), or end.
   std::size_t first_unmapped(std::size_t first, std::size_t end) const noexcept { return mapped_.first_absent(first, end); }
+  // The lowest mapped page of [first, end), or end.
+  std::size_t first_mapped(std::size_t first, std::size_t end) const noexcept { return mapped_.first_member(first, end); }
   // The end of the run of unmapped pages that starts at unmapped `page`, at most `end`
   // (above the highest mapped page the run reaches `end` at once).
   std::size_t unmapped_run_end(std::size_t page, std::size_t end) const noexcept {

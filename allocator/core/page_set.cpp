@@ -101,6 +101,27 @@ std::size_t page_set::first_absent(std::size_t first, std::size_t end) const noe
   return end;
 }
 
+std::size_t page_set::first_member(std::size_t first, std::size_t end) const noexcept {
+  if (first >= end) return end;
+  const std::size_t last_index = (end - 1) / 64;
+  std::size_t index = first / 64;
+  while (index <= last_index) {
+    const std::uint64_t present = words_[index] & word_mask(index, first, end).mask;
+    if (present != 0) return index * 64 + static_cast<std::size_t>(std::countr_zero(present));
+    // The next non-zero word, through the summary.
+    ++index;
+    while (index <= last_index) {
+      const std::uint64_t in_summary = summary_[index / 64] & (~std::uint64_t{0} << (index % 64));
+      if (in_summary != 0) {
+        index = index / 64 * 64 + static_cast<std::size_t>(std::countr_zero(in_summary));
+        break;
+      }
+      index = (index / 64 + 1) * 64;
+    }
+  }
+  return end;
+}
+
 std::size_t page_set::highest_below(std::size_t limit) const noexcept {
   const std::size_t bound = std::min(limit, words_.size() * 64);
   if (size_ == 0 || bound == 0) return npos;

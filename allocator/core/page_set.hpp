@@ -77,6 +77,8 @@ class page_set {
     size_ = 0;
   }
   std::size_t first_absent(std::size_t first, std::size_t end) const noexcept;
+  // The lowest member of [first, end) (end: none), skipping empty words through the summary.
+  std::size_t first_member(std::size_t first, std::size_t end) const noexcept;
 
  private:
   std::vector<std::uint64_t> words_;    // bit p % 64 of word p / 64: page p is a member

@@ -80,13 +80,12 @@ std::size_t vmm_pool::largest_free_reserved_bytes() const noexcept {
 
 std::vector<reserved_region> vmm_pool::reserved_regions() const {
   std::vector<reserved_region> regions;
-  for (std::size_t page = 0; page < pages_.page_count(); ++page) {
-    if (!pages_.is_mapped(page)) continue;
-    const std::uintptr_t address = pages_.page_address(page);
-    if (!regions.empty() && regions.back().address + regions.back().size_bytes == address)
-      regions.back().size_bytes += pages_.page_bytes();
-    else
-      regions.push_back({address, pages_.page_bytes()});
+  // Each run of mapped pages, a word of 64 pages at a time (most of the range is unmapped).
+  const std::size_t page_count = pages_.page_count();
+  for (std::size_t page = pages_.first_mapped(0, page_count); page < page_count;) {
+    const std::size_t run_end = pages_.first_unmapped(page, page_count);
+    regions.push_back({pages_.page_address(page), (run_end - page) * pages_.page_bytes()});
+    page = pages_.first_mapped(run_end, page_count);
   }
   if (!dedicated_.empty()) {
     for (const auto& [base, mapping] : dedicated_) regions.push_back({base, mapping.bytes});

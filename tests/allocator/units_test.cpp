@@ -467,6 +467,9 @@ TEST_CASE("page set agrees with std::set on random operations and range queries"
           }
           REQUIRE(set.count_in(first, end) == members);
           REQUIRE(set.first_absent(first, end) == absent);
+          const auto member = oracle.lower_bound(first);
+          REQUIRE(set.first_member(first, end) == (member == oracle.end() || *member >= end ? end : *member));
+          REQUIRE(set.first_member(first, page_count) == (member == oracle.end() ? page_count : *member));
         }
       }
     }
