@@ -138,7 +138,7 @@ void allocator::throw_invalid_pointer(void* pointer, const char* operation) {
 
 void allocator::deallocate(void* pointer) {
   if (pointer == nullptr) return;
-  std::optional<live_block> block = live_blocks_.take(reinterpret_cast<std::uintptr_t>(pointer));
+  std::optional<live_block> block = live_blocks_.take_for_free(reinterpret_cast<std::uintptr_t>(pointer));
   if (!block) throw_invalid_pointer(pointer, "free");
   if (ipc_.has_exports()) ipc_.on_free(reinterpret_cast<std::uintptr_t>(pointer));  // Note [IPC sharing]
   block->cache->free_block(reinterpret_cast<std::uintptr_t>(pointer), std::move(*block));

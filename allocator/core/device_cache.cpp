@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
 #include <map>
 
 #include "core/log.hpp"
@@ -251,9 +252,9 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
     sample_peaks_locked(sums);
   }
   try {
-    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, {}});
+    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, false, {}});
   } catch (...) {
-    free_block(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, {}});
+    free_block(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, false, {}});
     throw;
   }
   return reinterpret_cast<void*>(address);
@@ -263,6 +264,7 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
   shard_for(stream);  // checks the stream's device once per stream
   std::size_t size_bytes = rounded_request_bytes(request_bytes);
   std::uintptr_t address = 0;
+  std::exception_ptr failure;
   {
     std::lock_guard<std::mutex> lock(device_mutex_);
     {
@@ -281,14 +283,16 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
     stats_.active_bytes[pool_large].increase(as_signed(size_bytes));
     stats_.requested_bytes[pool_large].increase(as_signed(request_bytes));
     sample_peaks_locked(sums);
+    try {
+      // Note [Frees in flight]: in the map before a snapshot can see the block placed.
+      live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, false, {}});
+      return reinterpret_cast<void*>(address);
+    } catch (...) {
+      failure = std::current_exception();  // no host memory for the map: given back below
+    }
   }
-  try {
-    live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, {}});
-  } catch (...) {
-    free_block(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, {}});
-    throw;
-  }
-  return reinterpret_cast<void*>(address);
+  free_block(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, false, {}});
+  std::rethrow_exception(failure);
 }
 
 }  // namespace fragless::core

@@ -118,6 +118,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
     return;
   }
   std::lock_guard<std::mutex> lock(device_mutex_);
+  live_blocks_.erase_freed(address);  // Note [Frees in flight]: the pool has it back below
   if (wait_for_uses) {
     record_free_stats(block, false);
     try {

@@ -263,6 +263,8 @@ memory_snapshot device_cache::snapshot() {
     live_blocks_.for_each([&](std::uintptr_t address, const live_block& block) {
       if (block.cache != this) return;  // another device, or a private pool's cache
       if (block.owner != nullptr) capture.small_requested.emplace_back(address, block.requested_bytes);
+      else if (block.freeing)  // Note [Frees in flight]: on its way back to the pool
+        capture.large.push_back(snapshot_block{address, block.size_bytes, 0, block_state::pending_free});
       else capture.large.push_back(snapshot_block{address, block.size_bytes, block.requested_bytes, block_state::allocated});
     });
     for (const pending_large& pending : pending_large_)

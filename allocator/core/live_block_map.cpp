@@ -57,14 +57,34 @@ void live_block_map::insert(std::uintptr_t address, live_block block) {
   ++target.used;
 }
 
-std::optional<live_block> live_block_map::take(std::uintptr_t address) noexcept {
+std::optional<live_block> live_block_map::take_for_free(std::uintptr_t address) noexcept {
   shard& target = shard_for(address);
   std::lock_guard<spin_lock> lock(target.mutex);
   const std::size_t at = target.find(address);
   if (at == kNotFound) return std::nullopt;
-  std::optional<live_block> block(std::move(target.slots[at].block));
-  target.erase_at(at);
+  live_block& found = target.slots[at].block;
+  if (found.owner != nullptr) {
+    std::optional<live_block> block(std::move(found));
+    target.erase_at(at);
+    return block;
+  }
+  if (found.freeing) return std::nullopt;  // a second free while the first is under way
+  found.freeing = true;  // Note [Frees in flight]
+  std::optional<live_block> block(std::in_place);
+  block->size_bytes = found.size_bytes;
+  block->requested_bytes = found.requested_bytes;
+  block->stream = found.stream;
+  block->device = found.device;
+  block->cache = found.cache;
+  block->other_streams = std::move(found.other_streams);
   return block;
+}
+
+void live_block_map::erase_freed(std::uintptr_t address) noexcept {
+  shard& target = shard_for(address);
+  std::lock_guard<spin_lock> lock(target.mutex);
+  const std::size_t at = target.find(address);
+  if (at != kNotFound && target.slots[at].block.freeing) target.erase_at(at);
 }
 
 std::optional<std::uintptr_t> live_block_map::containing(std::uintptr_t address) const {

@@ -3,7 +3,8 @@
 // different blocks rarely meet; each shard is an open-addressing table (linear probing,
 // backward-shift deletion), so the hot path allocates no host memory once warm.
 // Invariant: an address is in the map from the moment allocate returns it until its free
-// is accepted; entries never overlap (the pools place blocks disjointly).
+// is accepted -- a large block's until its pool has it back (Note [Frees in flight]);
+// entries never overlap (the pools place blocks disjointly).
 #pragma once
 
 #include <array>
@@ -38,28 +39,49 @@ struct live_block {
   slab* owner = nullptr;            // small pool: its slab; large pool: nullptr
   stream_shard* shard = nullptr;    // small pool: the shard that owns the slab
   std::uint32_t slot = 0;
+  bool freeing = false;             // large pool: its free has begun (Note [Frees in flight])
   // record_stream() uses; null until the first (Note [Live block size]).
   std::unique_ptr<stream_set> other_streams;
 };
 
+// Note [Frees in flight]
+// A snapshot is taken under the device lock and must see every byte of the large pool as
+// live, pending, free or a slab (check_snapshot). A large block used to leave the map at
+// the start of its free, before its cache took the device lock to give it back, and to
+// enter it after that lock was released at its allocation: a snapshot taken in between
+// showed a hole where the block was (four threads allocating while another snapshots:
+// one to four holes per run of the property test). So a large allocation enters the map
+// before its cache releases the device lock, and a large free marks the entry (freeing)
+// and leaves it there until its cache, under the device lock, has the block back: a
+// snapshot shows it as a pending free meanwhile. A second free of the marked block finds
+// no block, as it would after the free. Small blocks need neither: a slab's own slots say
+// which objects are live (Note [Consistent snapshots]). The cost is a second lookup in the
+// map per large free, under the device lock.
 class live_block_map {
  public:
   live_block_map();
   // Hot path. May allocate host memory when a shard's table grows.
   void insert(std::uintptr_t address, live_block block);
-  // Hot path: removes and returns the block starting at `address`, if any.
-  std::optional<live_block> take(std::uintptr_t address) noexcept;
-  // Applies f(live_block&) to the block at `address` under its shard lock; false if absent.
+  // Hot path of a free: the block starting at `address`, if any and not already being
+  // freed. A small block is removed; a large one stays, marked freeing, until its cache
+  // calls erase_freed (Note [Frees in flight]); its record_stream() uses move to the caller.
+  std::optional<live_block> take_for_free(std::uintptr_t address) noexcept;
+  // Removes the block at `address` that take_for_free marked, if it is there. Called with
+  // the block's cache's device lock held.
+  void erase_freed(std::uintptr_t address) noexcept;
+  // Applies f(live_block&) to the block at `address` under its shard lock; false if absent
+  // or being freed.
   template <typename F>
   bool update(std::uintptr_t address, F&& f) {
     shard& target = shard_for(address);
     std::lock_guard<spin_lock> lock(target.mutex);
     const std::size_t at = target.find(address);
-    if (at == kNotFound) return false;
+    if (at == kNotFound || target.slots[at].block.freeing) return false;
     f(target.slots[at].block);
     return true;
   }
-  // Visits every block: f(address, const live_block&). Locks shards one at a time.
+  // Visits every block, those being freed too: f(address, const live_block&). Locks
+  // shards one at a time.
   template <typename F>
   void for_each(F&& f) const {
     for (const shard& one : shards_) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -129,14 +130,30 @@ void run_property(const core::cache_settings& settings, int threads, long operat
       check_consistency(cache.snapshot(), cache.stats());
     }
   }
-  // Phase 2: several threads at once, shared blocks crossing threads.
+  // Phase 2: several threads at once, shared blocks crossing threads -- and snapshots
+  // taken meanwhile (the stats publisher's layout refresh), each a well-formed layout:
+  // blocks exactly covering disjoint segments (Note [Snapshot outside the lock]).
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     std::vector<void*> own{streams[2 * t], streams[2 * t + 1], nullptr};
     workers.emplace_back(run_worker, std::ref(*instance), t, operations, own, std::ref(shared_mutex),
                          std::ref(shared), std::ref(failures));
   }
+  std::atomic<bool> workers_done{false};
+  std::vector<std::string> snapshot_problems;
+  int snapshots_taken = 0;
+  std::thread snapshot_reader([&] {
+    while (!workers_done.load() && snapshot_problems.empty()) {
+      std::vector<std::string> problems = check_snapshot(cache.snapshot());
+      snapshot_problems.insert(snapshot_problems.end(), problems.begin(), problems.end());
+      ++snapshots_taken;
+    }
+  });
   for (auto& worker : workers) worker.join();
+  workers_done = true;
+  snapshot_reader.join();
+  INFO("snapshots taken during phase 2: " << snapshots_taken);
+  CHECK(snapshot_problems == std::vector<std::string>{});
   check_consistency(cache.snapshot(), cache.stats());
   for (live_entry& entry : shared) {
     if (!check_pattern(entry.block, entry.size, entry.seed)) ++failures;

@@ -18,9 +18,9 @@ constexpr const char* snapshot_help =
     "FILE: fragless JSON (schema fragless.snapshot/1), or with --format pickle (default when\n"
     "FILE ends in .pickle or .pkl) a PyTorch snapshot pickle that PyTorch's memory_viz opens.\n"
     "The process answers from its allocator's slow path or request thread; --timeout (default\n"
-    "5 seconds) bounds each wait. A snapshot taken while other threads of the process\n"
-    "allocate can be torn (Note [Consistent snapshots]): it is taken again, up to 50 times,\n"
-    "until it is consistent, and the message says \"retried N times\".\n";
+    "5 seconds) bounds each wait. Every snapshot is checked (Note [Consistent snapshots]):\n"
+    "one found inconsistent is taken again, up to 50 times, and the message says\n"
+    "\"retried N times\".\n";
 
 // Note [Consistent snapshots]
 // A process takes its snapshot under its device lock, but small-pool allocations and frees
@@ -29,12 +29,14 @@ constexpr const char* snapshot_help =
 // missed blocks, which check_snapshot() reports as an inconsistency a user reads as
 // corruption (4 of 5 snapshots of a four-thread process). So the process reads each slab
 // from the slab itself, under its shard lock (device_cache::snapshot), and a new slab joins
-// its shard before the device lock is dropped. A large block still passes between the free
-// index and the live map outside the device lock; blocking every allocating thread for a
-// snapshot would stall the program, so fragless-stats asks again (like a seqlock reader
-// retrying a torn read) until a snapshot passes check_snapshot(), says "retried N times"
-// when it needed any, and after kMaxSnapshotAttempts writes the last one with a warning
-// naming the first problem.
+// its shard before the device lock is dropped. A large block used to pass between the free
+// index and the live map outside the device lock too; it now enters the map before the
+// lock is dropped and leaves it only once its pool has it back (Note [Frees in flight] in
+// the allocator's live_block_map.hpp), so a snapshot is whole however busy the process.
+// fragless-stats still checks every snapshot it receives: one that fails check_snapshot()
+// is asked for again (like a seqlock reader retrying a torn read), "retried N times" says
+// when that was needed, and after kMaxSnapshotAttempts the last one is written with a
+// warning naming the first problem.
 constexpr int kMaxSnapshotAttempts = 50;
 
 constexpr const char* show_help =
