@@ -28,6 +28,9 @@ struct micro_options {
   long pairs = 200000;  // per repetition and thread
   int repetitions = 7;
   bool json = false;
+  bool stats_stall = false;  // run_stats_stall instead
+  std::size_t live_blocks = 20000;
+  double seconds = 2.0;
 };
 
 bool parse(int argc, char** argv, micro_options& options) {
@@ -50,6 +53,16 @@ bool parse(int argc, char** argv, micro_options& options) {
       const char* text = value("--pairs");
       if (text == nullptr) return false;
       options.pairs = std::max(1L, std::strtol(text, nullptr, 10));
+    } else if (arg == "--stats-stall") {
+      options.stats_stall = true;
+    } else if (arg == "--live") {
+      const char* text = value("--live");
+      if (text == nullptr) return false;
+      options.live_blocks = std::max<std::size_t>(1, std::strtoull(text, nullptr, 10));
+    } else if (arg == "--seconds") {
+      const char* text = value("--seconds");
+      if (text == nullptr) return false;
+      options.seconds = std::max(0.1, std::strtod(text, nullptr));
     } else if (arg == "--reps") {
       const char* text = value("--reps");
       if (text == nullptr) return false;
@@ -57,7 +70,10 @@ bool parse(int argc, char** argv, micro_options& options) {
     } else if (arg == "--help" || arg == "-h") {
       std::printf(
           "usage: fragless-bench micro [--size BYTES] [--pairs N] [--reps N] [--json]\n"
-          "  Host nanoseconds per alloc+free pair (cache hit), 1 thread and 2 threads on 2 streams.\n");
+          "  Host nanoseconds per alloc+free pair (cache hit), 1 thread and 2 threads on 2 streams.\n"
+          "       fragless-bench micro --stats-stall [--live N] [--seconds S] [--json]\n"
+          "  Free+allocate among N live blocks (default 20000) for S seconds (default 2) while\n"
+          "  another thread reads the layout stats every 20 ms: how long a read holds them up.\n");
       return false;
     } else if (arg != "micro") {
       std::fprintf(stderr, "fragless-micro: unknown argument %s\n", arg.c_str());
@@ -129,6 +145,7 @@ int run_micro(int argc, char** argv) {
   micro_options options;
   if (!parse(argc, argv, options)) return 2;
   enable_simcuda_auto_complete();
+  if (options.stats_stall) return run_stats_stall(options.live_blocks, options.seconds, options.json);
   cudaStream_t streams[2] = {nullptr, nullptr};
   for (cudaStream_t& stream : streams)
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
