@@ -10,18 +10,19 @@ namespace fragless::core {
 // Note [Index nodes]: a range that grows or shrinks keeps its tree nodes -- extracted,
 // re-keyed and put back -- so merging a free into a neighbour and carving a block out of
 // a range allocate no host memory. A range that goes (two merged into one) leaves its
-// nodes as spares, and a range that comes (a carve that leaves two pieces, a free with no
-// neighbour) takes them: a loop that splits and merges as often allocates none either.
+// nodes as spares (up to 64 per tree, tree_nodes.hpp), and a range that comes (a carve that
+// leaves two pieces, a free with no neighbour) takes them: a loop that splits and merges as
+// often allocates none either.
 void free_index::erase(std::map<std::uintptr_t, entry>::iterator at) {
-  spare_size_node_ = by_size_.extract({at->second.size_bytes, at->first});
+  spare_size_nodes_.keep(by_size_.extract({at->second.size_bytes, at->first}));
   free_bytes_ -= at->second.size_bytes;
-  spare_address_node_ = by_address_.extract(at);
+  spare_address_nodes_.keep(by_address_.extract(at));
 }
 
 void free_index::add(free_range&& range) {
-  insert_reusing(by_address_, spare_address_node_, range.address,
+  insert_reusing(by_address_, spare_address_nodes_, range.address,
                  entry{range.size_bytes, range.segment_id, std::move(range.streams)});
-  insert_reusing(by_size_, spare_size_node_, std::pair<std::size_t, std::uintptr_t>{range.size_bytes, range.address});
+  insert_reusing(by_size_, spare_size_nodes_, std::pair<std::size_t, std::uintptr_t>{range.size_bytes, range.address});
   free_bytes_ += range.size_bytes;
 }
 

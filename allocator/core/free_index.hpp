@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/stream_set.hpp"
+#include "core/tree_nodes.hpp"
 
 namespace fragless::core {
 
@@ -77,8 +78,8 @@ class free_index {
   std::map<std::uintptr_t, entry> by_address_;
   std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;
   // Note [Index nodes]: the nodes of the range erased last, for the next range added.
-  std::map<std::uintptr_t, entry>::node_type spare_address_node_;
-  std::set<std::pair<std::size_t, std::uintptr_t>>::node_type spare_size_node_;
+  spare_nodes<std::map<std::uintptr_t, entry>> spare_address_nodes_;  // Note [Index nodes]
+  spare_nodes<std::set<std::pair<std::size_t, std::uintptr_t>>> spare_size_nodes_;
   std::size_t free_bytes_ = 0;
 };
 

@@ -154,7 +154,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
     if (placed != placed_blocks_.end()) {
       const std::uint64_t sequence = placed->second.sequence;
       if (sequence == 0) unrecorded_live_bytes_ -= std::min(unrecorded_live_bytes_, size_bytes);  // Note [Refused layouts]
-      spare_placed_node_ = placed_blocks_.extract(placed);
+      spare_placed_nodes_.keep(placed_blocks_.extract(placed));
       if (sequence != 0) plan_.record_release(sequence, churn_bytes());
       after_plan_event();
     }

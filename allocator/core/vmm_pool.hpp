@@ -32,6 +32,7 @@
 #include "core/large_pool.hpp"
 #include "core/loop_plan.hpp"
 #include "core/page_map.hpp"
+#include "core/tree_nodes.hpp"
 
 namespace fragless::core {
 
@@ -214,7 +215,7 @@ class vmm_pool final : public large_pool {
   std::map<std::uintptr_t, placed_block> placed_blocks_;
   // The node of the block released last, for the next one placed (Note [Index nodes] in
   // free_index.cpp: the same reuse).
-  std::map<std::uintptr_t, placed_block>::node_type spare_placed_node_;
+  spare_nodes<std::map<std::uintptr_t, placed_block>> spare_placed_nodes_;  // Note [Index nodes]
   // Note [Loop plans]: the plan and its address range (a free-index segment of its own).
   static constexpr std::uint64_t kPlanSegmentId = 1;
   loop_plan plan_;

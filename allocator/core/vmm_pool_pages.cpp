@@ -158,7 +158,7 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     unrecorded_high_water_bytes_ = std::max(unrecorded_high_water_bytes_, unrecorded_live_bytes_);
   }
   try {
-    insert_reusing(placed_blocks_, spare_placed_node_, *address, placed_block{size_bytes, sequence});
+    insert_reusing(placed_blocks_, spare_placed_nodes_, *address, placed_block{size_bytes, sequence});
   } catch (...) {
     // Only a placement hint is lost (Note [Placement]).
   }
