@@ -70,19 +70,39 @@ void free_index::insert(free_range range) {
   add(std::move(range));
 }
 
-std::optional<free_range> free_index::best_fit(std::size_t size_bytes) const {
+namespace {
+
+free_range copied(const free_range_ref& range) {
+  return free_range{range.address, range.size_bytes, range.segment_id, *range.streams};
+}
+
+}  // namespace
+
+std::optional<free_range_ref> free_index::best_fit_ref(std::size_t size_bytes) const {
   auto at = by_size_.lower_bound({size_bytes, 0});
   if (at == by_size_.end()) return std::nullopt;
   const entry& found = by_address_.at(at->second);
-  return free_range{at->second, found.size_bytes, found.segment_id, found.streams};
+  return free_range_ref{at->second, found.size_bytes, found.segment_id, &found.streams};
+}
+
+std::optional<free_range_ref> free_index::best_fit_ref_in(std::size_t size_bytes, std::uint64_t segment_id) const {
+  for (auto at = by_size_.lower_bound({size_bytes, 0}); at != by_size_.end(); ++at) {
+    const entry& found = by_address_.at(at->second);
+    if (found.segment_id == segment_id) return free_range_ref{at->second, found.size_bytes, found.segment_id, &found.streams};
+  }
+  return std::nullopt;
+}
+
+std::optional<free_range> free_index::best_fit(std::size_t size_bytes) const {
+  const std::optional<free_range_ref> found = best_fit_ref(size_bytes);
+  if (!found) return std::nullopt;
+  return copied(*found);
 }
 
 std::optional<free_range> free_index::best_fit_in(std::size_t size_bytes, std::uint64_t segment_id) const {
-  for (auto at = by_size_.lower_bound({size_bytes, 0}); at != by_size_.end(); ++at) {
-    const entry& found = by_address_.at(at->second);
-    if (found.segment_id == segment_id) return free_range{at->second, found.size_bytes, found.segment_id, found.streams};
-  }
-  return std::nullopt;
+  const std::optional<free_range_ref> found = best_fit_ref_in(size_bytes, segment_id);
+  if (!found) return std::nullopt;
+  return copied(*found);
 }
 
 std::optional<free_range> free_index::highest() const {
@@ -111,12 +131,18 @@ void free_index::carve(std::uintptr_t address, std::size_t size_bytes) {
   }
 }
 
-std::optional<free_range> free_index::containing(std::uintptr_t address) const {
+std::optional<free_range_ref> free_index::containing_ref(std::uintptr_t address) const {
   auto at = by_address_.upper_bound(address);
   if (at == by_address_.begin()) return std::nullopt;
   --at;
   if (address >= at->first + at->second.size_bytes) return std::nullopt;
-  return free_range{at->first, at->second.size_bytes, at->second.segment_id, at->second.streams};
+  return free_range_ref{at->first, at->second.size_bytes, at->second.segment_id, &at->second.streams};
+}
+
+std::optional<free_range> free_index::containing(std::uintptr_t address) const {
+  const std::optional<free_range_ref> found = containing_ref(address);
+  if (!found) return std::nullopt;
+  return copied(*found);
 }
 
 std::size_t free_index::largest_bytes() const noexcept {

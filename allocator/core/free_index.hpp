@@ -24,6 +24,16 @@ struct free_range {
   stream_set streams;            // streams whose queued work may still touch the range
 };
 
+// A free range as the index holds it, its streams not copied (a set of more than four
+// streams lives on the heap): for the hot paths that read a range and then carve from it.
+// Valid until the index next changes.
+struct free_range_ref {
+  std::uintptr_t address = 0;
+  std::size_t size_bytes = 0;
+  std::uint64_t segment_id = 0;
+  const stream_set* streams = nullptr;  // never null in a range the index returned
+};
+
 class free_index {
  public:
   // Adds a free range, merging it with free neighbours of the same segment.
@@ -34,6 +44,9 @@ class free_index {
   std::optional<free_range> best_fit(std::size_t size_bytes) const;
   // The same among the ranges of one segment only.
   std::optional<free_range> best_fit_in(std::size_t size_bytes, std::uint64_t segment_id) const;
+  // best_fit / best_fit_in as references (free_range_ref).
+  std::optional<free_range_ref> best_fit_ref(std::size_t size_bytes) const;
+  std::optional<free_range_ref> best_fit_ref_in(std::size_t size_bytes, std::uint64_t segment_id) const;
   // The range with the highest address, if any.
   std::optional<free_range> highest() const;
   // Removes [address, address + size_bytes) from the free range containing it; the parts
@@ -42,6 +55,8 @@ class free_index {
 
   // The free range containing `address`, if any.
   std::optional<free_range> containing(std::uintptr_t address) const;
+  // The same as a reference (free_range_ref).
+  std::optional<free_range_ref> containing_ref(std::uintptr_t address) const;
 
   std::size_t range_count() const noexcept { return by_address_.size(); }
   std::size_t free_bytes() const noexcept { return free_bytes_; }

@@ -63,9 +63,11 @@ bool large_pool::wait_forbidden(const stream_set& streams, stream_id stream) con
   return !settings_.unsafe_skip_stream_waits && backend::capture_underway() && streams.foreign_to(stream);
 }
 
-backend::status large_pool::order_after_streams(const free_range& range, stream_id stream) noexcept {
-  if (settings_.unsafe_skip_stream_waits || !range.streams.foreign_to(stream)) return backend::status::ok;
-  for (const stream_set::entry& other : range.streams.entries()) {
+// `streams` may be a free range's own set (free_range_ref): it is read until the first
+// failure, whose device synchronization clears every range's set, and then left.
+backend::status large_pool::order_after_streams(const stream_set& streams, stream_id stream) noexcept {
+  if (settings_.unsafe_skip_stream_waits || !streams.foreign_to(stream)) return backend::status::ok;
+  for (const stream_set::entry& other : streams.entries()) {
     if (other.stream == stream) continue;
     bool waited = false, recorded = false;
     const backend::status ordered = events_.order_after(stream, other.stream, other.freed_at_tick, waited, recorded);

@@ -153,8 +153,8 @@ class large_pool {
   // Note [Capture underway]: while a capture may be running, memory last used by other
   // streams is not reused (no cross-stream event wait is made): fresh memory is used instead.
   bool wait_forbidden(const stream_set& streams, stream_id stream) const noexcept;
-  // Note [Stream reuse]: orders `stream` after every other stream `range` remembers.
-  backend::status order_after_streams(const free_range& range, stream_id stream) noexcept;
+  // Note [Stream reuse]: orders `stream` after every other stream of a free range's `streams`.
+  backend::status order_after_streams(const stream_set& streams, stream_id stream) noexcept;
   // Note [Standing waits]: `streams` with every stream's free stamped now (release paths).
   // May throw std::bad_alloc (a set of more than two streams is copied).
   stream_set freed_now(const stream_set& streams);

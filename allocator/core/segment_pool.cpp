@@ -75,7 +75,7 @@ backend::status segment_pool::allocate_segment(std::size_t size_bytes, stream_id
     notify_segment_event(device_, segment_event_kind::alloc, base_address, segment_bytes);
     range = free_range{base_address, segment_bytes, base_address, {}};
   }
-  backend::status result = order_after_streams(*range, stream);
+  backend::status result = order_after_streams(range->streams, stream);
   if (result != backend::status::ok) return result;
   // Note [Max split size]: an oversize block takes its whole range, never splitting it.
   const std::size_t take_bytes = size_bytes >= settings_.conf.max_split_bytes ? range->size_bytes : size_bytes;

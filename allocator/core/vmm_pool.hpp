@@ -80,9 +80,10 @@ class vmm_pool final : public large_pool {
   // Note [Loop plans]: places a block at `address` in the plan's range if that place is
   // free and usable from `stream`; `*placed` says whether it was.
   backend::status allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream, bool* placed);
-  // Maps what [address, address + size_bytes) lacks, orders `stream` after `range`'s
-  // streams and makes the block live there. `planned`: pages are moved before created.
-  backend::status place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+  // Orders `stream` after the free range's streams (its own set is fine: read before the
+  // carve), maps what [address, address + size_bytes) lacks and makes the block live
+  // there. `planned`: pages are moved before created.
+  backend::status place_block(std::uintptr_t address, std::size_t size_bytes, const stream_set& range_streams,
                               stream_id stream, bool planned);
   // Note [Loop plans]: reserves the pending plan's range, or rejects the plan.
   void start_plan() noexcept;
@@ -114,7 +115,7 @@ class vmm_pool final : public large_pool {
     return address - plan_base_ < plan_range_bytes_;
   }
   // Note [Placement]: the address for a block of `size_bytes` and the free range holding it.
-  std::optional<std::pair<std::uintptr_t, free_range>> choose_placement(std::size_t size_bytes) const;
+  std::optional<std::pair<std::uintptr_t, free_range_ref>> choose_placement(std::size_t size_bytes) const;
   // Note [Placement]: whether a live block of `size_bytes` ends at `address` / starts at it.
   bool block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept;
   bool block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept;

@@ -46,7 +46,7 @@ bool vmm_pool::reuse_mapping(std::size_t bytes, stream_id stream, std::uintptr_t
     if (!mapping.fits_exactly(bytes)) continue;
     if (wait_forbidden(mapping.streams, stream)) continue;
     try {
-      *result = order_after_streams(free_range{base, bytes, 0, mapping.streams}, stream);
+      *result = order_after_streams(mapping.streams, stream);
     } catch (...) {
       *result = backend::status::error;
     }

@@ -91,10 +91,10 @@ constexpr int kMoveCandidates = 64;
 // reserved limit and the device allow.
 
 // Note [Placement]
-std::optional<std::pair<std::uintptr_t, free_range>> vmm_pool::choose_placement(std::size_t size_bytes) const {
+std::optional<std::pair<std::uintptr_t, free_range_ref>> vmm_pool::choose_placement(std::size_t size_bytes) const {
   // Ordinary placement never enters a loop plan's range (Note [Loop plans]).
-  std::optional<free_range> range =
-      plan_range_bytes_ == 0 ? index_.best_fit(size_bytes) : index_.best_fit_in(size_bytes, 0);
+  std::optional<free_range_ref> range =
+      plan_range_bytes_ == 0 ? index_.best_fit_ref(size_bytes) : index_.best_fit_ref_in(size_bytes, 0);
   if (!range) return std::nullopt;
   const std::uintptr_t at_end = range->address + range->size_bytes - size_bytes;
   const std::size_t new_pages_at_start = pages_.unmapped_pages(range->address, size_bytes, SIZE_MAX);
@@ -142,13 +142,13 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
   }
   if (!planned) {
     auto placement = choose_placement(size_bytes);
-    if (!placement || wait_forbidden(placement->second.streams, stream)) {
+    if (!placement || wait_forbidden(*placement->second.streams, stream)) {
       backend::status result = allocate_stitched(size_bytes, stream, address, placed_bytes);
       if (result == backend::status::ok) record_mapping_allocation(*address, size_bytes, stream);
       return result;
     }
     const auto& [block_address, range] = *placement;
-    backend::status result = place_block(block_address, size_bytes, range, stream, false);
+    backend::status result = place_block(block_address, size_bytes, *range.streams, stream, false);
     if (result != backend::status::ok) return result;
     *address = block_address;
   }
@@ -166,9 +166,10 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
   return backend::status::ok;
 }
 
-backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const free_range& range,
+backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_bytes, const stream_set& range_streams,
                                         stream_id stream, bool planned) {
-  backend::status result = order_after_streams(range, stream);
+  // Note [Stream reuse]; range_streams may be the index's own set: read before the carve.
+  backend::status result = order_after_streams(range_streams, stream);
   if (result != backend::status::ok) return result;
   result = map_missing_pages(address, size_bytes, planned);
   if (result != backend::status::ok) return result;

@@ -16,11 +16,11 @@ namespace fragless::core {
 backend::status vmm_pool::allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream,
                                              bool* placed) {
   *placed = false;
-  std::optional<free_range> range = index_.containing(address);
+  const std::optional<free_range_ref> range = index_.containing_ref(address);
   if (!range || range->segment_id != kPlanSegmentId || range->address + range->size_bytes < address + size_bytes)
     return backend::status::ok;  // the planned place is still in use: a deviation
-  if (wait_forbidden(range->streams, stream)) return backend::status::ok;
-  backend::status result = place_block(address, size_bytes, *range, stream, true);
+  if (wait_forbidden(*range->streams, stream)) return backend::status::ok;
+  backend::status result = place_block(address, size_bytes, *range->streams, stream, true);
   if (result == backend::status::ok) *placed = true;
   return result;
 }
