@@ -69,14 +69,15 @@ std::optional<live_block> live_block_map::take_for_free(std::uintptr_t address) 
     return block;
   }
   if (found.freeing) return std::nullopt;  // a second free while the first is under way
-  found.freeing = true;  // Note [Frees in flight]
-  std::optional<live_block> block(std::in_place);
-  block->size_bytes = found.size_bytes;
-  block->requested_bytes = found.requested_bytes;
-  block->stream = found.stream;
-  block->device = found.device;
-  block->cache = found.cache;
-  block->other_streams = std::move(found.other_streams);
+  // Note [Frees in flight]: the caller gets the whole record; the entry keeps what a
+  // snapshot and a stream's retirement read, marked.
+  std::optional<live_block> block(std::move(found));
+  found = live_block{};
+  found.size_bytes = block->size_bytes;
+  found.stream = block->stream;
+  found.device = block->device;
+  found.cache = block->cache;
+  found.freeing = true;
   return block;
 }
 
