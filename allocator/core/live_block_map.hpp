@@ -63,9 +63,9 @@ class live_block_map {
   // Hot path. May allocate host memory when a shard's table grows.
   void insert(std::uintptr_t address, live_block block);
   // Hot path of a free: the block starting at `address`, if any and not already being
-  // freed. A small block is removed; of a large one an entry stays, marked freeing and
-  // keeping its size, allocation stream, device and cache, until its cache calls erase_freed (Note
-  // [Frees in flight]). Either way the caller gets the whole record.
+  // freed. A small block is removed. Of a large one an entry stays, marked freeing, with
+  // its size, allocation stream, device and cache, until its cache calls erase_freed
+  // (Note [Frees in flight]). Either way the caller gets the whole record.
   std::optional<live_block> take_for_free(std::uintptr_t address) noexcept;
   // Removes the block at `address` that take_for_free marked, if it is there. Called with
   // the block's cache's device lock held.
