@@ -3,7 +3,8 @@
 // "requested <bytes> <count>", the allocator's stats JSON on one line, "ready"; then
 // waits until stdin closes. libfragless's own publishing is expected to be off
 // (FRAGLESS_CONF=publish_stats:False) so that this process's page is the one below.
-// argv[1] == "--busy": four threads keep allocating and freeing small blocks meanwhile
+// argv[1] == "--busy": four threads keep allocating and freeing blocks meanwhile (mostly
+// small, every eighth large)
 // (snapshots of a busy process, Note [Consistent snapshots] in fragless-stats).
 #include <atomic>
 #include <cstdio>
@@ -60,7 +61,11 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
         void*& slot = mine[i % mine.size()];
         if (slot != nullptr) deallocate(slot);
-        slot = allocate(512 + (i * 97 + static_cast<std::size_t>(t) * 31) % 8000, 0, nullptr);
+        // Mostly small blocks, and every eighth a large one (1-3 MiB): both pools change
+        // while the snapshots are taken (Note [Frees in flight]).
+        const std::size_t mixed = i * 97 + static_cast<std::size_t>(t) * 31;
+        slot = allocate(i % 8 == 7 ? (std::size_t{1} << 20) + mixed % (std::size_t{2} << 20) : 512 + mixed % 8000, 0,
+                        nullptr);
       }
       for (void* b : mine)
         if (b != nullptr) deallocate(b);
