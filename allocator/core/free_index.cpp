@@ -99,12 +99,6 @@ std::optional<free_range> free_index::best_fit(std::size_t size_bytes) const {
   return copied(*found);
 }
 
-std::optional<free_range> free_index::best_fit_in(std::size_t size_bytes, std::uint64_t segment_id) const {
-  const std::optional<free_range_ref> found = best_fit_ref_in(size_bytes, segment_id);
-  if (!found) return std::nullopt;
-  return copied(*found);
-}
-
 std::optional<free_range> free_index::highest() const {
   if (by_address_.empty()) return std::nullopt;
   const auto& [address, found] = *by_address_.rbegin();

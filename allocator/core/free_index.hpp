@@ -42,9 +42,8 @@ class free_index {
 
   // Best fit: the smallest range of at least `size_bytes`, lowest address among equals.
   std::optional<free_range> best_fit(std::size_t size_bytes) const;
-  // The same among the ranges of one segment only.
-  std::optional<free_range> best_fit_in(std::size_t size_bytes, std::uint64_t segment_id) const;
-  // best_fit / best_fit_in as references (free_range_ref).
+  // best_fit as a reference (free_range_ref), and the same among the ranges of one
+  // segment only.
   std::optional<free_range_ref> best_fit_ref(std::size_t size_bytes) const;
   std::optional<free_range_ref> best_fit_ref_in(std::size_t size_bytes, std::uint64_t segment_id) const;
   // The range with the highest address, if any.
