@@ -99,6 +99,29 @@ std::uint64_t event_pool::standing_tick_locked(backend::stream_handle waiter,
   return row == standing_waits_.end() ? 0 : row->second.tick_of(source, 0);
 }
 
+// Hot path (every reuse of memory other streams freed): one lock for all sources.
+std::uint64_t event_pool::uncovered_sources(backend::stream_handle waiter,
+                                            std::span<const stream_set::entry> sources) noexcept {
+  const std::size_t asked = std::min<std::size_t>(sources.size(), 64);
+  std::uint64_t uncovered = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto row = standing_waits_.find(waiter);
+  std::span<const stream_set::entry> waits;
+  if (row != standing_waits_.end()) waits = row->second.entries();
+  // Both are sorted by stream: one walk over each.
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < asked; ++i) {
+    const stream_set::entry& source = sources[i];
+    if (source.stream == waiter) continue;
+    while (w < waits.size() && waits[w].stream < source.stream) ++w;
+    const bool covered = w < waits.size() && waits[w].stream == source.stream &&
+                         source.freed_at_tick != stream_set::kUnknownTick &&
+                         waits[w].freed_at_tick >= source.freed_at_tick && find_retired_locked(source.stream) == nullptr;
+    if (!covered) uncovered |= std::uint64_t{1} << i;
+  }
+  return uncovered;
+}
+
 stream_set event_pool::standing_waits_of_locked(backend::stream_handle source) noexcept {
   const auto row = standing_waits_.find(source);
   if (row == standing_waits_.end()) return {};

@@ -67,8 +67,17 @@ bool large_pool::wait_forbidden(const stream_set& streams, stream_id stream) con
 // failure, whose device synchronization clears every range's set, and then left.
 backend::status large_pool::order_after_streams(const stream_set& streams, stream_id stream) noexcept {
   if (settings_.unsafe_skip_stream_waits || !streams.foreign_to(stream)) return backend::status::ok;
-  for (const stream_set::entry& other : streams.entries()) {
+  const std::span<const stream_set::entry> sources = streams.entries();
+  // Note [Standing waits]: the covered sources are found under one lock; a wait made below
+  // may cover a later source too (Note [Transitive waits]), which order_after then finds.
+  const std::uint64_t uncovered = events_.uncovered_sources(stream, sources);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const stream_set::entry& other = sources[i];
     if (other.stream == stream) continue;
+    if (i < 64 && ((uncovered >> i) & 1U) == 0) {
+      ++counters_.standing_waits;
+      continue;
+    }
     bool waited = false, recorded = false;
     const backend::status ordered = events_.order_after(stream, other.stream, other.freed_at_tick, waited, recorded);
     if (recorded) ++counters_.order_records;  // Note [Shared records]
