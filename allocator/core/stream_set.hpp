@@ -161,22 +161,43 @@ class stream_set {
   void merge_skipping(const stream_set& other, stream_id skipped, bool skipping) {
     const auto theirs = other.entries();
     const auto ours = mutable_entries();
-    // Raise the ticks of streams both sets name, and note whether any is new.
-    bool any_new = false;
+    // Raise the ticks of streams both sets name, and count those new to this one.
+    std::size_t new_count = 0;
     for (std::size_t i = 0, j = 0; j < theirs.size(); ++j) {
       if (skipping && theirs[j].stream == skipped) continue;
       while (i < ours.size() && ours[i].stream < theirs[j].stream) ++i;
       if (i < ours.size() && ours[i].stream == theirs[j].stream) {
         ours[i].freed_at_tick = std::max(ours[i].freed_at_tick, theirs[j].freed_at_tick);
       } else {
-        any_new = true;
+        ++new_count;
       }
     }
-    if (!any_new) return;
-    // Streams new to the set: inserted one by one (the rarer case; those already there
-    // hold the larger tick and are left as they are by insert).
-    for (const entry& each : theirs)
-      if (!(skipping && each.stream == skipped)) insert(each.stream, each.freed_at_tick);
+    if (new_count == 0) return;
+    // The new streams go in by one merge from the back, into room made first (a set that
+    // outgrows the object moves to its heap array before anything else changes).
+    const std::size_t old_size = size_, total = size_ + new_count;
+    if (total > kInline) {
+      if (old_size <= kInline) {
+        overflow_.reserve(total);
+        overflow_.assign(inline_.begin(), inline_.begin() + static_cast<std::ptrdiff_t>(old_size));
+      }
+      overflow_.resize(total);
+    }
+    entry* const all = total > kInline ? overflow_.data() : inline_.data();
+    std::size_t i = old_size, j = theirs.size(), out = total;
+    while (j > 0) {
+      const entry& next = theirs[j - 1];
+      if (skipping && next.stream == skipped) {
+        --j;
+      } else if (i > 0 && all[i - 1].stream >= next.stream) {
+        if (all[i - 1].stream == next.stream) --j;  // its tick was raised above
+        all[--out] = all[--i];
+      } else {
+        all[--out] = next;
+        --j;
+      }
+    }
+    size_ = total;
   }
 };
 
