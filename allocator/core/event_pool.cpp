@@ -102,7 +102,7 @@ std::uint64_t event_pool::standing_tick_locked(backend::stream_handle waiter,
 // Hot path (every reuse of memory other streams freed): one lock for all sources.
 std::uint64_t event_pool::uncovered_sources(backend::stream_handle waiter,
                                             std::span<const stream_set::entry> sources) noexcept {
-  const std::size_t asked = std::min<std::size_t>(sources.size(), 64);
+  const std::size_t asked = std::min(sources.size(), kAskedSources);
   std::uint64_t uncovered = 0;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto row = standing_waits_.find(waiter);
@@ -114,10 +114,9 @@ std::uint64_t event_pool::uncovered_sources(backend::stream_handle waiter,
     const stream_set::entry& source = sources[i];
     if (source.stream == waiter) continue;
     while (w < waits.size() && waits[w].stream < source.stream) ++w;
-    const bool covered = w < waits.size() && waits[w].stream == source.stream &&
-                         source.freed_at_tick != stream_set::kUnknownTick &&
-                         waits[w].freed_at_tick >= source.freed_at_tick && find_retired_locked(source.stream) == nullptr;
-    if (!covered) uncovered |= std::uint64_t{1} << i;
+    const std::uint64_t standing = w < waits.size() && waits[w].stream == source.stream ? waits[w].freed_at_tick : 0;
+    if (!covers(standing, source.freed_at_tick) || find_retired_locked(source.stream) != nullptr)
+      uncovered |= std::uint64_t{1} << i;
   }
   return uncovered;
 }
@@ -174,7 +173,7 @@ backend::status event_pool::order_after(backend::stream_handle waiter, backend::
     std::lock_guard<std::mutex> lock(mutex_);
     retired = find_retired_locked(source);
     if (retired == nullptr && freed_at_tick != stream_set::kUnknownTick) {  // Note [Standing waits]
-      if (standing_tick_locked(waiter, source) >= freed_at_tick) return backend::status::ok;
+      if (covers(standing_tick_locked(waiter, source), freed_at_tick)) return backend::status::ok;
       // Note [Shared records]: an event recorded on the source after the free serves.
       const auto latest = latest_records_.find(source);
       if (latest != latest_records_.end() && latest->second.recorded_after_tick >= freed_at_tick) {

@@ -86,9 +86,10 @@ class event_pool {
 
   // Note [Standing waits]: a tick of the order clock, larger than every earlier one.
   std::uint64_t next_tick() noexcept { return tick_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  // Note [Standing waits]: the positions among the first 64 `sources` that no standing wait
-  // of `waiter` covers, as bits (a retired source or an unknown tick is never covered;
-  // `waiter` itself never needs one). Sources past the 64th are left to order_after.
+  // Note [Standing waits]: the positions among the first kAskedSources `sources` that no
+  // standing wait of `waiter` covers, as bits (a retired source or an unknown tick is never
+  // covered; `waiter` itself never needs one). Later sources are left to order_after.
+  static constexpr std::size_t kAskedSources = 64;
   std::uint64_t uncovered_sources(backend::stream_handle waiter, std::span<const stream_set::entry> sources) noexcept;
   // Orders `waiter` after the work queued on `source` up to its free at `freed_at_tick`:
   // nothing when a standing wait covers it, else makes `waiter` wait (no host blocking) on
@@ -147,6 +148,11 @@ class event_pool {
   std::unordered_map<backend::stream_handle, latest_record> latest_records_;
   // Under mutex_: puts `event` back in the pool (destroys it when the pool cannot grow).
   void release_locked(backend::event_handle event) noexcept;
+  // Note [Standing waits]: whether a standing wait up to `standing_tick` (0: none) covers a
+  // free at `freed_at_tick`.
+  static bool covers(std::uint64_t standing_tick, std::uint64_t freed_at_tick) noexcept {
+    return freed_at_tick != stream_set::kUnknownTick && standing_tick >= freed_at_tick;
+  }
   // Under mutex_: the tick up to which `waiter` is ordered after `source`'s frees (0: none).
   std::uint64_t standing_tick_locked(backend::stream_handle waiter, backend::stream_handle source) const noexcept;
   // Under mutex_: `source`'s standing waits, copied into the spare set's memory (empty when

@@ -74,7 +74,7 @@ backend::status large_pool::order_after_streams(const stream_set& streams, strea
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const stream_set::entry& other = sources[i];
     if (other.stream == stream) continue;
-    if (i < 64 && ((uncovered >> i) & 1U) == 0) {
+    if (i < event_pool::kAskedSources && ((uncovered >> i) & 1U) == 0) {
       ++counters_.standing_waits;
       continue;
     }
