@@ -114,6 +114,11 @@ std::string encode_outcome(const replay_outcome& o, const std::string& unavailab
       << "syncs\t" << o.calls.syncs << "\n"
       << "steady_calls\t" << o.steady_calls << "\n"
       << "last_calling_pass\t" << o.last_calling_pass << "\n";
+  out << "calls_by_pass";
+  for (std::uint64_t calls : o.calls_by_pass) out << "\t" << calls;
+  out << "\nhost_ns_by_pass";
+  for (double ns : o.host_ns_by_pass) out << "\t" << ns;
+  out << "\n";
   // Note [Cost model]: the two priced passes, "pass NAME host obtained returned calls...".
   for (const auto& [name, pass] : {std::pair<const char*, const pass_activity*>{"first", &o.first_pass},
                                    std::pair<const char*, const pass_activity*>{"steady", &o.steady_pass}}) {
@@ -160,6 +165,15 @@ child_result decode_outcome(const std::string& text) {
       else if (key == "syncs") o.calls.syncs = std::stoull(value);
       else if (key == "steady_calls") o.steady_calls = std::stoll(value);
       else if (key == "last_calling_pass") o.last_calling_pass = std::stoll(value);
+      else if (key == "calls_by_pass" || key == "host_ns_by_pass") {
+        std::istringstream fields(value);
+        if (key == "calls_by_pass") {
+          for (std::uint64_t calls; fields >> calls;) o.calls_by_pass.push_back(calls);
+        } else {
+          for (double ns; fields >> ns;) o.host_ns_by_pass.push_back(ns);
+        }
+        if (!fields.eof()) throw std::invalid_argument("bad " + key + " line");
+      }
       else if (key == "pass") {
         std::istringstream fields(value);
         std::string name;

@@ -98,6 +98,8 @@ void fill_from_outcome(result_row& row, const child_result& child, std::uint64_t
     if (o.steady_calls >= 0) row.estimated_steady_pass_ns = estimated_allocator_ns(o.steady_pass, prices);
   }
   row.timeline = o.timeline;
+  row.host_ns_by_pass = pass_list(o.host_ns_by_pass, 1);
+  if (o.counters_available) row.calls_by_pass = pass_list({o.calls_by_pass.begin(), o.calls_by_pass.end()}, 0);
 }
 
 child_request request_for(const bench_input& input, const std::string& allocator, const std::string& configuration,

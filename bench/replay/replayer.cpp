@@ -182,11 +182,13 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     const std::uint64_t pass_calls = counters.read().total() - (measuring ? 0 : calls_before.total());
     if (last && repetition > 0) outcome.steady_calls = static_cast<std::int64_t>(pass_calls);
     if (repetitions > 1 && pass_calls > 0) outcome.last_calling_pass = repetition + 1;
+    if (counters.available()) outcome.calls_by_pass.push_back(pass_calls);
     account_used_bytes(counters.used_bytes());
     pass.host_ns = timed_ns;
     for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]) - pass.calls[f];
     if (measuring) outcome.first_pass = pass;
     if (last && repetition > 0) outcome.steady_pass = pass;
+    outcome.host_ns_by_pass.push_back(timed_ops != 0 ? static_cast<double>(timed_ns) / static_cast<double>(timed_ops) : 0.0);
     if (timed_ops != 0)
       ns_per_op.emplace_back(static_cast<double>(timed_ns) / static_cast<double>(timed_ops),
                              static_cast<double>(emulation_ns) / static_cast<double>(timed_ops));

@@ -85,6 +85,10 @@ struct replay_outcome {
   // Note [Steady state]: the last repetition (1-based) that made a device call, 0 if none
   // did; -1 with one repetition.
   std::int64_t last_calling_pass = -1;
+  // Note [Steady state]: per repetition, in order: its device calls (empty without
+  // counters) and its host ns per operation (the figure host_ns_per_op is the median of).
+  std::vector<std::uint64_t> calls_by_pass;
+  std::vector<double> host_ns_by_pass;
   // Note [Cost model]: what the first and the last repetition did, priced by the parent.
   pass_activity first_pass;
   pass_activity steady_pass;  // all zero with one repetition

@@ -33,6 +33,8 @@ struct peer_figures {
   // Note [Steady state]: seeds whose calls stopped, by the last repetition that made one (a
   // seed that made none counts as stopping after the first).
   std::map<int, std::size_t> settled_after;
+  // Note [Steady state]: host ns/op of each repetition (the figure above is their median).
+  std::vector<geomean> ns_by_pass;
 };
 
 struct goal_figures {
@@ -75,6 +77,9 @@ family_figures compute(const std::vector<const corpus_row*>& rows) {
       if (row->steady_calls && *row->steady_calls == 0 && row->last_calling_pass)
         ++p.settled_after[std::max(1, static_cast<int>(*row->last_calling_pass))];
       if (row->host_ns_per_op) p.ns_per_op.add(*row->host_ns_per_op);
+      const std::vector<double> ns_by_pass = parse_pass_list(row->host_ns_by_pass);
+      if (p.ns_by_pass.size() < ns_by_pass.size()) p.ns_by_pass.resize(ns_by_pass.size());
+      for (std::size_t pass = 0; pass < ns_by_pass.size(); ++pass) p.ns_by_pass[pass].add(ns_by_pass[pass]);
       if (row->estimated_first_pass_ns) p.first_pass_ns.add(*row->estimated_first_pass_ns);
       if (row->estimated_steady_pass_ns) p.steady_pass_ns.add(*row->estimated_steady_pass_ns);
     }
@@ -204,6 +209,35 @@ std::string settling_table(const std::vector<std::pair<std::string, family_figur
   return out;
 }
 
+// Note [Steady state]: host ns/op of each repetition, geometric mean over the seeds: the
+// median the first table gives is one of them, and a peer that settles over several
+// repetitions (loop plans) spends its time in other ones than a peer that settles at once.
+std::string host_time_by_pass_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
+  std::size_t passes = 0;
+  for (const auto& [family, f] : figures)
+    for (const auto& [peer, p] : f.peers) passes = std::max(passes, p.ns_by_pass.size());
+  if (passes < 2) return "";
+  std::string out = "\nHost ns/op by repetition (geometric mean over the seeds; the host ns/op above is the median "
+                    "repetition of each seed):\n\n| family | peer |";
+  std::string rule = "|---|---|";
+  for (std::size_t pass = 1; pass <= passes; ++pass) {
+    out += " pass " + std::to_string(pass) + " |";
+    rule += "---:|";
+  }
+  out += "\n" + rule + "\n";
+  for (const auto& [family, f] : figures) {
+    for (const std::string& peer : ordered_peers(f)) {
+      auto found = f.peers.find(peer);
+      if (found == f.peers.end() || found->second.ns_by_pass.empty()) continue;
+      out += "| " + family + " | " + peer + " |";
+      for (std::size_t pass = 0; pass < passes; ++pass)
+        out += " " + (pass < found->second.ns_by_pass.size() ? fixed(found->second.ns_by_pass[pass].value(), 0) : "-") + " |";
+      out += "\n";
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const std::vector<std::string>& families,
@@ -225,6 +259,7 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
     }
   }
   out += settling_table(figures);
+  out += host_time_by_pass_table(figures);
   out += "\nGoals for fragless, per family (a count is seeds where the goal is missed, of seeds compared):\n\n";
   out += "| family | peak > PyTorch | peak > expandable | worst peak / min(PyTorch, expandable) | > 1.03x ideal where packer <= 1.01x | device calls > expandable (seeds) | calls fragless / expandable (total) | calls in steady pass where PyTorch has 0 (most) | host ns/op / PyTorch (geomean) | est. steady time > PyTorch | est. steady time / PyTorch (geomean) |\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -262,7 +297,10 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
              ", \"device_calls\": " + number(p.device_calls) + ", \"seeds_with_steady_calls\": " +
              std::to_string(p.steady_calling) + ", \"host_ns_per_op_geomean\": " + number(p.ns_per_op.value()) +
              ", \"estimated_first_pass_ns_geomean\": " + number(p.first_pass_ns.value()) +
-             ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + ", \"settled_after_pass\": {";
+             ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + ", \"host_ns_per_op_by_pass_geomean\": [";
+      for (std::size_t pass = 0; pass < p.ns_by_pass.size(); ++pass)
+        out += (pass == 0 ? "" : ", ") + number(p.ns_by_pass[pass].value());
+      out += "], \"settled_after_pass\": {";
       bool first_pass = true;
       for (const auto& [pass, count] : p.settled_after) {
         out += (first_pass ? "\"" : ", \"") + std::to_string(pass) + "\": " + std::to_string(count);

@@ -1,6 +1,9 @@
 // result_row: the field list (see header).
 #include "result_row.hpp"
 
+#include <cstdio>
+#include <sstream>
+
 namespace fragless::bench {
 
 const std::vector<row_field>& row_fields() {
@@ -19,6 +22,8 @@ const std::vector<row_field>& row_fields() {
       {"device_calls", "dev calls", field_kind::count, nullptr, &r::device_calls},
       {"steady_calls", "calls/step", field_kind::count, nullptr, &r::steady_calls},
       {"last_calling_pass", nullptr, field_kind::count, nullptr, &r::last_calling_pass},
+      {"calls_by_pass", nullptr, field_kind::text, &r::calls_by_pass, nullptr},
+      {"host_ns_by_pass", nullptr, field_kind::text, &r::host_ns_by_pass, nullptr},
       {"estimated_first_pass_ns", "est. 1st pass", field_kind::nanoseconds, nullptr, &r::estimated_first_pass_ns},
       {"estimated_steady_pass_ns", "est. steady", field_kind::nanoseconds, nullptr, &r::estimated_steady_pass_ns},
       {"estimated_steady_fraction_of_wall", "est./wall", field_kind::ratio, nullptr,
@@ -37,6 +42,23 @@ const std::vector<row_field>& row_fields() {
       {"notes", nullptr, field_kind::text, &r::notes, nullptr},
   };
   return fields;
+}
+
+std::string pass_list(const std::vector<double>& values, int digits) {
+  std::string out;
+  char buffer[64];
+  for (double value : values) {
+    std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+    out += (out.empty() ? "" : " ") + std::string(buffer);
+  }
+  return out;
+}
+
+std::vector<double> parse_pass_list(const std::string& text) {
+  std::vector<double> values;
+  std::istringstream in(text);
+  for (double value; in >> value;) values.push_back(value);
+  return values;
 }
 
 }  // namespace fragless::bench

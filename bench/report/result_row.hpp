@@ -29,6 +29,10 @@ struct result_row {
   std::optional<double> syncs;
   std::optional<double> steady_calls;  // Note [Steady state]: device calls of the last repetition
   std::optional<double> last_calling_pass;  // Note [Steady state]: the last repetition that called
+  // Note [Steady state]: per repetition, space-separated (pass_list): device calls, and host
+  // ns per operation (host_ns_per_op is their median); empty where not measured.
+  std::string calls_by_pass;
+  std::string host_ns_by_pass;
   // Note [Cost model]: host time + device calls at their prices, first and last repetition.
   std::optional<double> estimated_first_pass_ns;
   std::optional<double> estimated_steady_pass_ns;
@@ -62,5 +66,10 @@ struct row_field {
 
 // The field list, in output order.
 const std::vector<row_field>& row_fields();
+
+// A per-repetition figure as a text field: the values space-separated, with `digits`
+// decimals; and back (a value that does not parse ends the list).
+std::string pass_list(const std::vector<double>& values, int digits);
+std::vector<double> parse_pass_list(const std::string& text);
 
 }  // namespace fragless::bench

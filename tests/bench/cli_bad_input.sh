@@ -81,11 +81,11 @@ if [ -n "$shared" ] && [ -f "$shared/silmont2000+assignment2-systems/mem_snapsho
   "$bench" replay "$shared/silmont2000+assignment2-systems/mem_snapshot.pickle" --allocators cudamalloc \
     --repetitions 1 --csv a.csv >/dev/null 2>&1
   "$bench" replay snap.trace --allocators cudamalloc --repetitions 1 --csv b.csv >/dev/null 2>&1
-  # Compare everything but the trace name, the host times (per operation, the longest call,
+  # Compare everything but the trace name, the host times (per operation and per pass, the longest call,
   # simcuda's emulation) and the estimated allocator times (host time plus priced calls;
   # the share of recorded wall time exists only for snapshots), by column name.
   strip() {
-    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) skip[i] = $i ~ /^(trace|host_ns_per_op|longest_op_ns|emulation_ns_per_op|estimated_.*)$/; next }
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) skip[i] = $i ~ /^(trace|host_ns_per_op|host_ns_by_pass|longest_op_ns|emulation_ns_per_op|estimated_.*)$/; next }
              NR <= 3 { line = ""; for (i = 1; i <= NF; i++) if (!skip[i]) line = line $i ","; print line }' "$1"
   }
   if [ ! -s snap.trace ] || [ "$(strip a.csv)" != "$(strip b.csv)" ]; then

@@ -30,7 +30,7 @@ SOURCES = [
 ]
 # Fields of the child protocol that must be identical whichever counter counts.
 SAME = ["status", "events_replayed", "device_allocs", "device_frees", "device_maps", "device_unmaps", "syncs",
-        "steady_calls", "ooms", "peak_reserved_bytes", "peak_live_bytes", "device_used_peak_bytes"]
+        "steady_calls", "calls_by_pass", "ooms", "peak_reserved_bytes", "peak_live_bytes", "device_used_peak_bytes"]
 failures = []
 
 
@@ -116,7 +116,7 @@ def rows_by_key(report):
 
 
 ROW_FIELDS = ["status", "device_calls", "device_allocs", "device_frees", "device_maps", "device_unmaps", "syncs",
-              "steady_calls", "ooms", "peak_reserved_bytes", "device_used_peak_bytes", "max_fitting_batch"]
+              "steady_calls", "calls_by_pass", "ooms", "peak_reserved_bytes", "device_used_peak_bytes", "max_fitting_batch"]
 
 
 def compare_reports(simcuda, counted, what):

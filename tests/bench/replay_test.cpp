@@ -3,6 +3,8 @@
 // the built-in workload generators.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "replay/cuda_streams.hpp"
 #include "replay/device_counters.hpp"
 #include "replay/ideal.hpp"
@@ -93,6 +95,13 @@ TEST_CASE("cudaMalloc peer on a hand trace gives exact figures", "[bench][replay
   CHECK(o.steady_calls == 6);
   CHECK(o.last_calling_pass == 3);  // it calls in every repetition
   CHECK(o.host_ns_per_op > 0);
+  // Each repetition's calls, the free of the block left live at the trace's end included
+  // (o.calls stops before it); host_ns_per_op is the median of the passes' times.
+  CHECK(o.calls_by_pass == std::vector<std::uint64_t>{6, 6, 6});
+  REQUIRE(o.host_ns_by_pass.size() == 3);
+  std::vector<double> sorted = o.host_ns_by_pass;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(o.host_ns_per_op == sorted[1]);
   CHECK(o.events_replayed == 5);
   REQUIRE_FALSE(o.timeline.empty());
   CHECK(o.timeline.back().reserved_bytes == 512);

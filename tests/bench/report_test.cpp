@@ -142,3 +142,29 @@ TEST_CASE("corpus report: seeds by the repetition after which their device calls
   const std::string json = format_corpus_json(rows, {"a", "b"}, "fragless-bench corpus");
   CHECK(json.find("\"settled_after_pass\": {\"1\": 1, \"3\": 1}") != std::string::npos);
 }
+
+TEST_CASE("corpus report: host time of each repetition, and the per-pass fields round-trip", "[bench][report]") {
+  // Note [Steady state]: the per-family table gives each repetition's geometric mean over
+  // the seeds, from the rows' host_ns_by_pass, beside the median the first table gives.
+  auto seed = [](int number, const char* allocator, const std::vector<double>& ns_by_pass) {
+    corpus_row r{"a", row("corpus:a:" + std::to_string(number), allocator, 1.0, 100)};
+    r.row.host_ns_by_pass = pass_list(ns_by_pass, 1);
+    return r;
+  };
+  const std::vector<corpus_row> rows = {seed(1, "fragless", {400, 100, 900}), seed(2, "fragless", {100, 400, 100}),
+                                        seed(1, "pytorch", {300, 200, 200}), seed(2, "pytorch", {300, 200})};
+  const std::string markdown = format_corpus_markdown(rows, {"a"}, "fragless-bench corpus");
+  INFO(markdown);
+  CHECK(markdown.find("| family | peer | pass 1 | pass 2 | pass 3 |") != std::string::npos);
+  CHECK(markdown.find("| a | fragless | 200 | 200 | 300 |") != std::string::npos);
+  // A seed with fewer repetitions counts only in those it has.
+  CHECK(markdown.find("| a | pytorch | 300 | 200 | 200 |") != std::string::npos);
+  const std::string json = format_corpus_json(rows, {"a"}, "fragless-bench corpus");
+  CHECK(json.find("\"host_ns_per_op_by_pass_geomean\": [200.000000, 200.000000, 300.000000]") != std::string::npos);
+  CHECK(pass_list({4840, 272, 3598, 0}, 0) == "4840 272 3598 0");
+  CHECK(parse_pass_list("250.5 3 x 7") == std::vector<double>{250.5, 3});
+  CHECK(parse_pass_list("").empty());
+  // One repetition: no table.
+  const std::vector<corpus_row> single = {seed(1, "fragless", {400})};
+  CHECK(format_corpus_markdown(single, {"a"}, "c").find("by repetition") == std::string::npos);
+}
