@@ -36,7 +36,10 @@ namespace fragless::bench {
 // or moves pages between uses pays for it again every step. How long the warm-up lasted is
 // the last repetition that made a device call (1 when only the first did; the number of
 // repetitions when the last one still does): PyTorch's caching allocator stops after its
-// first pass, an allocator that settles its layout over a few steps later.
+// first pass, an allocator that settles its layout over a few steps later. Each
+// repetition's calls and host time are kept too (calls_by_pass, host_ns_by_pass): the
+// median host time is a different repetition for an allocator that settles later, and a
+// run with fewer repetitions would have stopped in one of them.
 
 // Note [Peak over the run]
 // Peak reserved bytes are taken over every repetition, not only the first: an allocator
