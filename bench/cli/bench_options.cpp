@@ -109,8 +109,8 @@ options:
                          other value is refused
   --max-fit              built-in workloads: binary-search the largest batch that fits in
                          --capacity (default 24GiB on simcuda, the device's memory on a GPU)
-  --device-call-ns N     charge N ns of host time per device alloc/free/map/unmap call (off;
-                         simcuda only)
+  --device-call-ns N     charge N ns of host time per priced device call (memory calls and
+                         event record/wait/query; off; simcuda only)
   --host-work-ns N       spin N ns of host time before each replayed event, outside the timed
                          calls, as a program works between its allocator calls (off); shows
                          what the allocator does beside it in the longest call

@@ -134,10 +134,6 @@ int run_command(const bench_options& parsed, int argc, char** argv) {
     std::string header =
         std::string("Measured by `fragless-bench calibrate`: median host ns per call, per size.\n") +
         (simulated ? "WARNING: measured on simcuda, not on a GPU. Do not use these prices for estimates.\n" : "");
-    // Note [Shared records]: measured for the record, not priced by the cost model yet.
-    header += "Stream ordering, median host ns per call (not priced):";
-    for (const auto& [name, ns] : measured.stream_order_ns) header += " " + name + " " + std::to_string(std::llround(ns));
-    header += "\n";
     write_file_atomically(options.output_path, format_cost_table(measured.table, header));
     std::cerr << "fragless-bench: wrote " << options.output_path << " (" << measured.table.device << ")\n";
     return 0;

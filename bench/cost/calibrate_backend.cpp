@@ -31,7 +31,8 @@ double timed_ns(F&& call, bool& ok) {
 }
 
 enum index : std::size_t {
-  cuda_malloc, cuda_free, mem_create, mem_release, mem_map, mem_unmap, mem_set_access, address_reserve, address_free
+  cuda_malloc, cuda_free, mem_create, mem_release, mem_map, mem_unmap, mem_set_access, address_reserve, address_free,
+  event_record, stream_wait_event, event_query
 };
 
 // The calls that order one stream after another's work (Note [Stream reuse], Note [Shared
@@ -52,9 +53,12 @@ bool measure_stream_order(int repetitions, calibration& result) {
   if (event != nullptr) cudaEventDestroy(event);
   if (waiter != nullptr) cudaStreamDestroy(waiter);
   if (source != nullptr) cudaStreamDestroy(source);
-  result.stream_order_ns = {{"cudaEventRecord", median(record)},
-                            {"cudaStreamWaitEvent", median(wait)},
-                            {"cudaEventQuery", median(query)}};
+  // Note [Cost model]: sizeless, one price each at 1 byte.
+  if (ok) {
+    result.table.points[event_record] = {cost_point{1, median(record)}};
+    result.table.points[stream_wait_event] = {cost_point{1, median(wait)}};
+    result.table.points[event_query] = {cost_point{1, median(query)}};
+  }
   return ok;
 }
 

@@ -17,10 +17,6 @@ struct calibration {
   cost_table table;       // medians per function and size
   std::string device;     // the device's name
   std::string error;      // non-empty when calibration could not run
-  // Stream ordering (Note [Shared records]): median host ns of cudaEventRecord,
-  // cudaStreamWaitEvent and cudaEventQuery, by name. Measured, not yet priced: the cost
-  // model counts no event call.
-  std::vector<std::pair<std::string, double>> stream_order_ns;
 };
 
 // `repetitions` timed calls per function and size (median kept).

@@ -19,8 +19,11 @@ constexpr std::string_view table_magic = "fragless-costs 1";
 constexpr std::uint64_t default_map_size_bytes = std::uint64_t{2} << 20;
 
 enum costed_index : std::size_t {
-  cuda_malloc, cuda_free, mem_create, mem_release, mem_map, mem_unmap, mem_set_access, address_reserve, address_free
+  cuda_malloc, cuda_free, mem_create, mem_release, mem_map, mem_unmap, mem_set_access, address_reserve, address_free,
+  event_record, stream_wait_event, event_query
 };
+// Note [Cost model]: the calls priced without a size.
+constexpr std::uint64_t sizeless_call_bytes = 1;
 
 bool parse_number(std::string_view text, std::uint64_t& out) {
   if (text.empty()) return false;
@@ -46,7 +49,7 @@ std::vector<std::string_view> split_spaces(std::string_view line) {
 const std::array<const char*, costed_function_count>& costed_functions() {
   static const std::array<const char*, costed_function_count> names = {
       "cudaMalloc", "cudaFree", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
-      "cuMemAddressReserve", "cuMemAddressFree"};
+      "cuMemAddressReserve", "cuMemAddressFree", "cudaEventRecord", "cudaStreamWaitEvent", "cudaEventQuery"};
   return names;
 }
 
@@ -177,6 +180,7 @@ double estimated_allocator_ns(const pass_activity& pass, const cost_table& table
     std::uint64_t size = obtain_size;
     if (i == cuda_free || i == mem_release) size = return_size;
     if (i == address_reserve || i == address_free) size = default_map_size_bytes;
+    if (i == event_record || i == stream_wait_event || i == event_query) size = sizeless_call_bytes;
     total += static_cast<double>(c[i]) * table.price_ns(i, size);
   }
   return total;

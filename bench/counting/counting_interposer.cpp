@@ -35,6 +35,9 @@ enum counted : std::size_t {
   cuda_device_synchronize,
   cuda_stream_synchronize,
   cuda_event_synchronize,
+  cuda_event_record,
+  cuda_stream_wait_event,
+  cuda_event_query,
   cu_mem_create,
   cu_mem_release,
   cu_mem_alloc_v2,
@@ -71,6 +74,9 @@ constexpr counted_function functions[counted_count] = {
     {"cudaDeviceSynchronize", nullptr, true, false, 0, 0, false},
     {"cudaStreamSynchronize", nullptr, true, false, 0, 0, false},
     {"cudaEventSynchronize", nullptr, true, false, 0, 0, false},
+    {"cudaEventRecord", nullptr, true, false, 0, 0, false},
+    {"cudaStreamWaitEvent", nullptr, true, false, 0, 0, false},
+    {"cudaEventQuery", nullptr, true, false, 0, 0, false},
     {"cuMemCreate", "cuMemCreate", false, true, 0, INT_MAX, false},
     {"cuMemRelease", "cuMemRelease", false, true, 0, INT_MAX, false},
     {"cuMemAlloc_v2", "cuMemAlloc", false, true, 3020, INT_MAX, false},
@@ -211,6 +217,14 @@ FRAGLESS_COUNTED cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 FRAGLESS_COUNTED cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return count_and_forward<cuda_event_synchronize, cudaError_t>(event);
 }
+// Stream ordering, priced by the cost model (Note [Cost model] in cost/cost_table.hpp).
+FRAGLESS_COUNTED cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return count_and_forward<cuda_event_record, cudaError_t>(event, stream);
+}
+FRAGLESS_COUNTED cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return count_and_forward<cuda_stream_wait_event, cudaError_t>(stream, event, flags);
+}
+FRAGLESS_COUNTED cudaError_t cudaEventQuery(cudaEvent_t event) { return count_and_forward<cuda_event_query, cudaError_t>(event); }
 
 // ---- the counted driver functions -------------------------------------------------------------
 FRAGLESS_COUNTED CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
@@ -270,6 +284,9 @@ void* wrapper_of(counted f) {
     case cuda_device_synchronize: return reinterpret_cast<void*>(&cudaDeviceSynchronize);
     case cuda_stream_synchronize: return reinterpret_cast<void*>(&cudaStreamSynchronize);
     case cuda_event_synchronize: return reinterpret_cast<void*>(&cudaEventSynchronize);
+    case cuda_event_record: return reinterpret_cast<void*>(&cudaEventRecord);
+    case cuda_stream_wait_event: return reinterpret_cast<void*>(&cudaStreamWaitEvent);
+    case cuda_event_query: return reinterpret_cast<void*>(&cudaEventQuery);
     case cu_mem_create: return reinterpret_cast<void*>(&cuMemCreate);
     case cu_mem_release: return reinterpret_cast<void*>(&cuMemRelease);
     case cu_mem_alloc_v2: return reinterpret_cast<void*>(&cuMemAlloc_v2);

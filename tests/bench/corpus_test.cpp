@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "cost/cost_table.hpp"
+
+#include <algorithm>
 #include "replay/ideal.hpp"
 #include "replay/ideal_packer.hpp"
 #include "traces/text_trace.hpp"
@@ -112,6 +114,28 @@ TEST_CASE("cost table: the default parses, prices interpolate, and estimates add
   pass.host_ns = 1000;
   pass.calls[4] = 2;  // two maps, nothing obtained: priced at 2 MiB each
   CHECK(estimated_allocator_ns(pass, t) == Approx(1000 + 2 * t.price_ns(4, 2 << 20)));
+
+  // Note [Cost model]: the stream-ordering calls have one price each, whatever a pass
+  // obtained; a table without them keeps the default's.
+  const cost_table events = parse_cost_table(
+      "fragless-costs 1\ncudaEventRecord 1 300\ncudaStreamWaitEvent 1 200\ncudaEventQuery 1 100\n", "e", warnings);
+  const auto index_of = [](const char* name) {
+    const auto& names = costed_functions();
+    return static_cast<std::size_t>(std::find_if(names.begin(), names.end(),
+                                                 [&](const char* f) { return std::string(f) == name; }) -
+                                    names.begin());
+  };
+  const std::size_t record = index_of("cudaEventRecord"), wait = index_of("cudaStreamWaitEvent"),
+                    query = index_of("cudaEventQuery");
+  REQUIRE(query < costed_function_count);
+  pass_activity ordered;
+  ordered.host_ns = 500;
+  ordered.obtained_bytes = 1 << 30;
+  ordered.calls[record] = 3;
+  ordered.calls[wait] = 5;
+  ordered.calls[query] = 7;
+  CHECK(estimated_allocator_ns(ordered, events) == Approx(500 + 3 * 300 + 5 * 200 + 7 * 100));
+  for (std::size_t f : {record, wait, query}) CHECK(!table.points[f].empty());
 }
 
 TEST_CASE("cost table: bad files warn with file and line and keep the defaults", "[bench][cost]") {

@@ -188,7 +188,8 @@ def parent_runs():
 def exports():
     """Rule 9: the library exports the counted functions, the getters and its own API only."""
     allowed = {"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaDeviceSynchronize",
-               "cudaStreamSynchronize", "cudaEventSynchronize", "cudaGetDriverEntryPoint",
+               "cudaStreamSynchronize", "cudaEventSynchronize", "cudaEventRecord", "cudaStreamWaitEvent",
+               "cudaEventQuery", "cudaGetDriverEntryPoint",
                "cudaGetDriverEntryPointByVersion", "cuMemCreate", "cuMemRelease", "cuMemAlloc_v2", "cuMemFree_v2",
                "cuMemAllocAsync", "cuMemFreeAsync", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
                "cuMemAddressReserve", "cuMemAddressFree", "cuCtxSynchronize", "cuCtxSynchronize_v2",

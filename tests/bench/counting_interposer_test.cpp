@@ -22,7 +22,7 @@ using count_function = std::uint64_t (*)(const char*);
 
 const char* const counted_names[] = {
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaDeviceSynchronize", "cudaStreamSynchronize",
-    "cudaEventSynchronize", "cuMemCreate", "cuMemRelease", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocAsync",
+    "cudaEventSynchronize", "cudaEventRecord", "cudaStreamWaitEvent", "cudaEventQuery", "cuMemCreate", "cuMemRelease", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocAsync",
     "cuMemFreeAsync", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemAddressReserve", "cuMemAddressFree",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize"};
 
@@ -143,7 +143,9 @@ TEST_CASE("the counting interposer counts each function as simcuda does, by expo
   cudaEvent_t event = nullptr;
   REQUIRE(cudaEventCreate(&event) == cudaSuccess);
   REQUIRE(cudaEventRecord(event, nullptr) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(nullptr, event, 0) == cudaSuccess);
   REQUIRE(cudaEventSynchronize(event) == cudaSuccess);
+  REQUIRE(cudaEventQuery(event) == cudaSuccess);
   REQUIRE(cudaEventDestroy(event) == cudaSuccess);
   for (way how : {way::exports, way::get_proc_address, way::entry_point_by_version, way::entry_point}) {
     exercise(functions_by(how));
