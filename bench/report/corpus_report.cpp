@@ -174,6 +174,23 @@ std::vector<std::string> ordered_peers(const family_figures& f) {
   return peers;
 }
 
+// A per-repetition table's opening: `intro`, then its header with one column per repetition
+// (`prefix` and the repetition's number) and, where given, `last_column`.
+std::string per_pass_header(const std::string& intro, std::size_t passes, const std::string& prefix,
+                            const std::string& last_column) {
+  std::string out = "\n" + intro + "\n\n| family | peer |";
+  std::string rule = "|---|---|";
+  for (std::size_t pass = 1; pass <= passes; ++pass) {
+    out += " " + prefix + std::to_string(pass) + " |";
+    rule += "---:|";
+  }
+  if (!last_column.empty()) {
+    out += " " + last_column + " |";
+    rule += "---:|";
+  }
+  return out + "\n" + rule + "\n";
+}
+
 // Note [Steady state]: when each peer's device calls stop, per family: one column per
 // repetition after which some seed's calls stopped, and the seeds still calling in the last.
 std::string settling_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
@@ -182,14 +199,10 @@ std::string settling_table(const std::vector<std::pair<std::string, family_figur
     for (const auto& [peer, p] : f.peers)
       if (!p.settled_after.empty()) last_column = std::max(last_column, p.settled_after.rbegin()->first);
   if (last_column == 0) return "";
-  std::string out = "\nWhen the device calls stop: seeds by the last repetition that made a device call (none after "
-                    "it), and seeds still calling in the last repetition:\n\n| family | peer |";
-  std::string rule = "|---|---|";
-  for (int pass = 1; pass <= last_column; ++pass) {
-    out += " after pass " + std::to_string(pass) + " |";
-    rule += "---:|";
-  }
-  out += " still calling |\n" + rule + "---:|\n";
+  std::string out = per_pass_header(
+      "When the device calls stop: seeds by the last repetition that made a device call (none after it), and seeds "
+      "still calling in the last repetition:",
+      static_cast<std::size_t>(last_column), "after pass ", "still calling");
   for (const auto& [family, f] : figures) {
     for (const std::string& peer : ordered_peers(f)) {
       auto found = f.peers.find(peer);
@@ -217,14 +230,10 @@ std::string host_time_by_pass_table(const std::vector<std::pair<std::string, fam
   for (const auto& [family, f] : figures)
     for (const auto& [peer, p] : f.peers) passes = std::max(passes, p.ns_by_pass.size());
   if (passes < 2) return "";
-  std::string out = "\nHost ns/op by repetition (geometric mean over the seeds; the host ns/op above is the median "
-                    "repetition of each seed):\n\n| family | peer |";
-  std::string rule = "|---|---|";
-  for (std::size_t pass = 1; pass <= passes; ++pass) {
-    out += " pass " + std::to_string(pass) + " |";
-    rule += "---:|";
-  }
-  out += "\n" + rule + "\n";
+  std::string out = per_pass_header(
+      "Host ns/op by repetition (geometric mean over the seeds; the host ns/op above is the median repetition of each "
+      "seed):",
+      passes, "pass ", "");
   for (const auto& [family, f] : figures) {
     for (const std::string& peer : ordered_peers(f)) {
       auto found = f.peers.find(peer);
