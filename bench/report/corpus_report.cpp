@@ -49,6 +49,12 @@ struct goal_figures {
   double most_steady_calls_where_pytorch_zero = 0;
   geomean ns_ratio_to_pytorch, steady_time_ratio_to_pytorch;
   std::size_t steady_time_compared = 0, steady_time_above_pytorch = 0;
+  // Note [Steady state]: what a run of k repetitions (index k - 1) would have reported, read
+  // from this run's first k: seeds whose k-th repetition calls where PyTorch's makes none,
+  // of those where PyTorch's makes none, and the host ns/op of the median of the first k
+  // over PyTorch's.
+  std::vector<std::size_t> shorter_compared, shorter_calling;
+  std::vector<geomean> shorter_ns_ratio;
 };
 
 struct family_figures {
@@ -57,6 +63,34 @@ struct family_figures {
 };
 
 using seed_rows = std::map<std::string, const result_row*>;  // allocator -> row
+
+double median_of_first(const std::vector<double>& values, std::size_t count) {
+  std::vector<double> first(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
+  std::sort(first.begin(), first.end());
+  return (first[(count - 1) / 2] + first[count / 2]) / 2;
+}
+
+// Note [Steady state]: goal_figures::shorter_* from one seed's per-repetition figures.
+void add_shorter_runs(const result_row& ours, const result_row& pytorch, goal_figures& g) {
+  const std::vector<double> our_calls = parse_pass_list(ours.calls_by_pass);
+  const std::vector<double> their_calls = parse_pass_list(pytorch.calls_by_pass);
+  const std::vector<double> our_ns = parse_pass_list(ours.host_ns_by_pass);
+  const std::vector<double> their_ns = parse_pass_list(pytorch.host_ns_by_pass);
+  const std::size_t passes = std::min({our_calls.size(), their_calls.size(), our_ns.size(), their_ns.size()});
+  if (g.shorter_compared.size() < passes) {
+    g.shorter_compared.resize(passes);
+    g.shorter_calling.resize(passes);
+    g.shorter_ns_ratio.resize(passes);
+  }
+  for (std::size_t k = 1; k <= passes; ++k) {
+    if (their_calls[k - 1] == 0) {
+      ++g.shorter_compared[k - 1];
+      if (our_calls[k - 1] > 0) ++g.shorter_calling[k - 1];
+    }
+    const double theirs = median_of_first(their_ns, k);
+    if (theirs > 0) g.shorter_ns_ratio[k - 1].add(median_of_first(our_ns, k) / theirs);
+  }
+}
 
 family_figures compute(const std::vector<const corpus_row*>& rows) {
   family_figures f;
@@ -95,6 +129,7 @@ family_figures compute(const std::vector<const corpus_row*>& rows) {
     goal_figures& g = f.goals;
     const double peak = *ours->peak_reserved_bytes;
     double best_peer = 0;
+    if (pytorch != nullptr) add_shorter_runs(*ours, *pytorch, g);
     if (pytorch != nullptr) {
       ++g.compared_pytorch;
       if (peak > *pytorch->peak_reserved_bytes) ++g.above_pytorch;
@@ -174,21 +209,23 @@ std::vector<std::string> ordered_peers(const family_figures& f) {
   return peers;
 }
 
-// A per-repetition table's opening: `intro`, then its header with one column per repetition
-// (`prefix` and the repetition's number) and, where given, `last_column`.
-std::string per_pass_header(const std::string& intro, std::size_t passes, const std::string& prefix,
-                            const std::string& last_column) {
+// A per-repetition table's opening: `intro`, then its header: family, peer and `columns`
+// (numbers, right-aligned).
+std::string table_header(const std::string& intro, const std::vector<std::string>& columns) {
   std::string out = "\n" + intro + "\n\n| family | peer |";
   std::string rule = "|---|---|";
-  for (std::size_t pass = 1; pass <= passes; ++pass) {
-    out += " " + prefix + std::to_string(pass) + " |";
-    rule += "---:|";
-  }
-  if (!last_column.empty()) {
-    out += " " + last_column + " |";
+  for (const std::string& column : columns) {
+    out += " " + column + " |";
     rule += "---:|";
   }
   return out + "\n" + rule + "\n";
+}
+
+// "PREFIX1", "PREFIX2", ... "PREFIX<passes>".
+std::vector<std::string> numbered(const std::string& prefix, std::size_t passes) {
+  std::vector<std::string> columns;
+  for (std::size_t pass = 1; pass <= passes; ++pass) columns.push_back(prefix + std::to_string(pass));
+  return columns;
 }
 
 // Note [Steady state]: when each peer's device calls stop, per family: one column per
@@ -199,10 +236,12 @@ std::string settling_table(const std::vector<std::pair<std::string, family_figur
     for (const auto& [peer, p] : f.peers)
       if (!p.settled_after.empty()) last_column = std::max(last_column, p.settled_after.rbegin()->first);
   if (last_column == 0) return "";
-  std::string out = per_pass_header(
+  std::vector<std::string> columns = numbered("after pass ", static_cast<std::size_t>(last_column));
+  columns.emplace_back("still calling");
+  std::string out = table_header(
       "When the device calls stop: seeds by the last repetition that made a device call (none after it), and seeds "
       "still calling in the last repetition:",
-      static_cast<std::size_t>(last_column), "after pass ", "still calling");
+      columns);
   for (const auto& [family, f] : figures) {
     for (const std::string& peer : ordered_peers(f)) {
       auto found = f.peers.find(peer);
@@ -230,10 +269,10 @@ std::string host_time_by_pass_table(const std::vector<std::pair<std::string, fam
   for (const auto& [family, f] : figures)
     for (const auto& [peer, p] : f.peers) passes = std::max(passes, p.ns_by_pass.size());
   if (passes < 2) return "";
-  std::string out = per_pass_header(
+  std::string out = table_header(
       "Host ns/op by repetition (geometric mean over the seeds; the host ns/op above is the median repetition of each "
       "seed):",
-      passes, "pass ", "");
+      numbered("pass ", passes));
   for (const auto& [family, f] : figures) {
     for (const std::string& peer : ordered_peers(f)) {
       auto found = f.peers.find(peer);
@@ -243,6 +282,36 @@ std::string host_time_by_pass_table(const std::vector<std::pair<std::string, fam
         out += " " + (pass < found->second.ns_by_pass.size() ? fixed(found->second.ns_by_pass[pass].value(), 0) : "-") + " |";
       out += "\n";
     }
+  }
+  return out;
+}
+
+// Note [Steady state]: for fragless, what runs of 2 .. N-1 repetitions would have reported
+// (the goals' steady-pass calls and host ns/op), read from this run's first repetitions.
+std::string shorter_runs_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
+  std::size_t passes = 0;
+  for (const auto& [family, f] : figures) passes = std::max(passes, f.goals.shorter_compared.size());
+  if (passes < 3) return "";
+  std::vector<std::string> columns;
+  for (std::size_t k = 2; k < passes; ++k) {
+    columns.push_back("calls in pass " + std::to_string(k));
+    columns.push_back("host / PyTorch, " + std::to_string(k) + " passes");
+  }
+  std::string out = table_header(
+      "What a shorter run would have reported, from this run's first repetitions (fragless; a run of k repetitions "
+      "counts the k-th as its steady pass and takes the median of the k as its host time): seeds whose k-th "
+      "repetition calls the device where PyTorch's makes no call, of those where PyTorch's makes none; and host "
+      "ns/op, median of the first k, over PyTorch's (geometric mean):",
+      columns);
+  for (const auto& [family, f] : figures) {
+    const goal_figures& g = f.goals;
+    out += "| " + family + " | " + focus + " |";
+    for (std::size_t k = 2; k < passes; ++k) {
+      const bool have = k <= g.shorter_compared.size();
+      out += " " + (have ? of(g.shorter_calling[k - 1], g.shorter_compared[k - 1]) : std::string("-")) + " | " +
+             (have ? fixed(g.shorter_ns_ratio[k - 1].value(), 2) : std::string("-")) + " |";
+    }
+    out += "\n";
   }
   return out;
 }
@@ -284,6 +353,7 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
            fixed(g.ns_ratio_to_pytorch.value(), 2) + " | " + of(g.steady_time_above_pytorch, g.steady_time_compared) + " | " +
            fixed(g.steady_time_ratio_to_pytorch.value(), 2) + " |\n";
   }
+  out += shorter_runs_table(figures);
   return out;
 }
 
@@ -328,7 +398,13 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
            std::to_string(g.steady_calls_where_pytorch_zero) + ", \"pytorch_steady_zero\": " +
            std::to_string(g.pytorch_steady_zero) + ", \"host_ns_ratio_to_pytorch\": " + number(g.ns_ratio_to_pytorch.value()) +
            ", \"steady_time_above_pytorch\": " + std::to_string(g.steady_time_above_pytorch) +
-           ", \"steady_time_ratio_to_pytorch\": " + number(g.steady_time_ratio_to_pytorch.value()) + "}}";
+           ", \"steady_time_ratio_to_pytorch\": " + number(g.steady_time_ratio_to_pytorch.value()) + ", \"shorter_runs\": [";
+    for (std::size_t k = 1; k <= g.shorter_compared.size(); ++k) {
+      out += std::string(k == 1 ? "" : ", ") + "{\"repetitions\": " + std::to_string(k) + ", \"calling_where_pytorch_zero\": " +
+             std::to_string(g.shorter_calling[k - 1]) + ", \"pytorch_zero\": " + std::to_string(g.shorter_compared[k - 1]) +
+             ", \"host_ns_ratio_to_pytorch\": " + number(g.shorter_ns_ratio[k - 1].value()) + "}";
+    }
+    out += "]}}";
     out += i + 1 == figures.size() ? "\n" : ",\n";
   }
   return out + "  ]\n}\n";

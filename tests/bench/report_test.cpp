@@ -168,3 +168,27 @@ TEST_CASE("corpus report: host time of each repetition, and the per-pass fields 
   const std::vector<corpus_row> single = {seed(1, "fragless", {400})};
   CHECK(format_corpus_markdown(single, {"a"}, "c").find("by repetition") == std::string::npos);
 }
+
+TEST_CASE("corpus report: what a shorter run would have reported, from the first repetitions", "[bench][report]") {
+  // Note [Steady state]: a run of k repetitions counts the k-th as its steady pass and the
+  // median of the k as its host time; the report reads both from a longer run's rows.
+  auto seed = [](int number, const char* allocator, const std::vector<double>& calls, const std::vector<double>& ns) {
+    corpus_row r{"a", row("corpus:a:" + std::to_string(number), allocator, 1.0, 100)};
+    r.row.calls_by_pass = pass_list(calls, 0);
+    r.row.host_ns_by_pass = pass_list(ns, 1);
+    return r;
+  };
+  const std::vector<corpus_row> rows = {
+      seed(1, "fragless", {9, 4, 2, 0}, {400, 300, 100, 100}), seed(1, "pytorch", {3, 0, 0, 0}, {200, 100, 100, 100}),
+      seed(2, "fragless", {9, 0, 5, 0}, {400, 100, 200, 100}), seed(2, "pytorch", {3, 1, 0, 0}, {200, 100, 100, 100})};
+  const std::string markdown = format_corpus_markdown(rows, {"a"}, "fragless-bench corpus");
+  INFO(markdown);
+  CHECK(markdown.find("| family | peer | calls in pass 2 | host / PyTorch, 2 passes | calls in pass 3 | host / PyTorch, 3 "
+                      "passes |") != std::string::npos);
+  // Pass 2: only seed 1's PyTorch makes no call there, and fragless calls (1 of 1); medians of
+  // two: 350/150 and 250/150, geometric mean sqrt(7/3 x 5/3) = 1.97. Pass 3: both compared,
+  // both call (2 of 2); medians of three: 300/100 and 200/100, sqrt(6) = 2.45.
+  CHECK(markdown.find("| a | fragless | 1 of 1 | 1.97 | 2 of 2 | 2.45 |") != std::string::npos);
+  const std::string json = format_corpus_json(rows, {"a"}, "fragless-bench corpus");
+  CHECK(json.find("{\"repetitions\": 3, \"calling_where_pytorch_zero\": 2, \"pytorch_zero\": 2") != std::string::npos);
+}
