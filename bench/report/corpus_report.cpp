@@ -50,11 +50,13 @@ struct goal_figures {
   geomean ns_ratio_to_pytorch, steady_time_ratio_to_pytorch;
   std::size_t steady_time_compared = 0, steady_time_above_pytorch = 0;
   // Note [Steady state]: what a run of k repetitions (index k - 1) would have reported, read
-  // from this run's first k: seeds whose k-th repetition calls where PyTorch's makes none,
-  // of those where PyTorch's makes none, and the host ns/op of the median of the first k
-  // over PyTorch's.
-  std::vector<std::size_t> shorter_compared, shorter_calling;
-  std::vector<geomean> shorter_ns_ratio;
+  // from this run's first k.
+  struct shorter_run {
+    std::size_t pytorch_zero = 0;  // seeds whose k-th repetition PyTorch made no call in
+    std::size_t calling = 0;       // ... and fragless did
+    geomean ns_ratio;              // median of the first k host times over PyTorch's
+  };
+  std::vector<shorter_run> shorter_runs;
 };
 
 struct family_figures {
@@ -70,25 +72,22 @@ double median_of_first(const std::vector<double>& values, std::size_t count) {
   return (first[(count - 1) / 2] + first[count / 2]) / 2;
 }
 
-// Note [Steady state]: goal_figures::shorter_* from one seed's per-repetition figures.
+// Note [Steady state]: goal_figures::shorter_runs from one seed's per-repetition figures.
 void add_shorter_runs(const result_row& ours, const result_row& pytorch, goal_figures& g) {
   const std::vector<double> our_calls = parse_pass_list(ours.calls_by_pass);
   const std::vector<double> their_calls = parse_pass_list(pytorch.calls_by_pass);
   const std::vector<double> our_ns = parse_pass_list(ours.host_ns_by_pass);
   const std::vector<double> their_ns = parse_pass_list(pytorch.host_ns_by_pass);
   const std::size_t passes = std::min({our_calls.size(), their_calls.size(), our_ns.size(), their_ns.size()});
-  if (g.shorter_compared.size() < passes) {
-    g.shorter_compared.resize(passes);
-    g.shorter_calling.resize(passes);
-    g.shorter_ns_ratio.resize(passes);
-  }
+  if (g.shorter_runs.size() < passes) g.shorter_runs.resize(passes);
   for (std::size_t k = 1; k <= passes; ++k) {
+    goal_figures::shorter_run& run = g.shorter_runs[k - 1];
     if (their_calls[k - 1] == 0) {
-      ++g.shorter_compared[k - 1];
-      if (our_calls[k - 1] > 0) ++g.shorter_calling[k - 1];
+      ++run.pytorch_zero;
+      if (our_calls[k - 1] > 0) ++run.calling;
     }
     const double theirs = median_of_first(their_ns, k);
-    if (theirs > 0) g.shorter_ns_ratio[k - 1].add(median_of_first(our_ns, k) / theirs);
+    if (theirs > 0) run.ns_ratio.add(median_of_first(our_ns, k) / theirs);
   }
 }
 
@@ -129,8 +128,8 @@ family_figures compute(const std::vector<const corpus_row*>& rows) {
     goal_figures& g = f.goals;
     const double peak = *ours->peak_reserved_bytes;
     double best_peer = 0;
-    if (pytorch != nullptr) add_shorter_runs(*ours, *pytorch, g);
     if (pytorch != nullptr) {
+      add_shorter_runs(*ours, *pytorch, g);
       ++g.compared_pytorch;
       if (peak > *pytorch->peak_reserved_bytes) ++g.above_pytorch;
       best_peer = *pytorch->peak_reserved_bytes;
@@ -290,7 +289,7 @@ std::string host_time_by_pass_table(const std::vector<std::pair<std::string, fam
 // (the goals' steady-pass calls and host ns/op), read from this run's first repetitions.
 std::string shorter_runs_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
   std::size_t passes = 0;
-  for (const auto& [family, f] : figures) passes = std::max(passes, f.goals.shorter_compared.size());
+  for (const auto& [family, f] : figures) passes = std::max(passes, f.goals.shorter_runs.size());
   if (passes < 3) return "";
   std::vector<std::string> columns;
   for (std::size_t k = 2; k < passes; ++k) {
@@ -307,9 +306,12 @@ std::string shorter_runs_table(const std::vector<std::pair<std::string, family_f
     const goal_figures& g = f.goals;
     out += "| " + family + " | " + focus + " |";
     for (std::size_t k = 2; k < passes; ++k) {
-      const bool have = k <= g.shorter_compared.size();
-      out += " " + (have ? of(g.shorter_calling[k - 1], g.shorter_compared[k - 1]) : std::string("-")) + " | " +
-             (have ? fixed(g.shorter_ns_ratio[k - 1].value(), 2) : std::string("-")) + " |";
+      if (k > g.shorter_runs.size()) {
+        out += " - | - |";
+        continue;
+      }
+      const goal_figures::shorter_run& run = g.shorter_runs[k - 1];
+      out += " " + of(run.calling, run.pytorch_zero) + " | " + fixed(run.ns_ratio.value(), 2) + " |";
     }
     out += "\n";
   }
@@ -399,10 +401,11 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
            std::to_string(g.pytorch_steady_zero) + ", \"host_ns_ratio_to_pytorch\": " + number(g.ns_ratio_to_pytorch.value()) +
            ", \"steady_time_above_pytorch\": " + std::to_string(g.steady_time_above_pytorch) +
            ", \"steady_time_ratio_to_pytorch\": " + number(g.steady_time_ratio_to_pytorch.value()) + ", \"shorter_runs\": [";
-    for (std::size_t k = 1; k <= g.shorter_compared.size(); ++k) {
+    for (std::size_t k = 1; k <= g.shorter_runs.size(); ++k) {
+      const goal_figures::shorter_run& run = g.shorter_runs[k - 1];
       out += std::string(k == 1 ? "" : ", ") + "{\"repetitions\": " + std::to_string(k) + ", \"calling_where_pytorch_zero\": " +
-             std::to_string(g.shorter_calling[k - 1]) + ", \"pytorch_zero\": " + std::to_string(g.shorter_compared[k - 1]) +
-             ", \"host_ns_ratio_to_pytorch\": " + number(g.shorter_ns_ratio[k - 1].value()) + "}";
+             std::to_string(run.calling) + ", \"pytorch_zero\": " + std::to_string(run.pytorch_zero) +
+             ", \"host_ns_ratio_to_pytorch\": " + number(run.ns_ratio.value()) + "}";
     }
     out += "]}}";
     out += i + 1 == figures.size() ? "\n" : ",\n";
