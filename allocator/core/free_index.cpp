@@ -1,6 +1,7 @@
 // Best-fit, address-ordered free index with coalescing (see free_index.hpp).
 #include "core/free_index.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 #include "core/tree_nodes.hpp"
@@ -14,23 +15,27 @@ namespace fragless::core {
 // leaves two pieces, a free with no neighbour) takes them: a loop that splits and merges as
 // often allocates none either.
 void free_index::erase(std::map<std::uintptr_t, entry>::iterator at) {
-  spare_size_nodes_.keep(by_size_.extract({at->second.size_bytes, at->first}));
+  if (!holds_pieces(at->second.segment_id)) spare_size_nodes_.keep(by_size_.extract({at->second.size_bytes, at->first}));
   free_bytes_ -= at->second.size_bytes;
   spare_address_nodes_.keep(by_address_.extract(at));
 }
 
 void free_index::add(free_range&& range) {
+  const bool pieces = holds_pieces(range.segment_id);
+  const std::pair<std::size_t, std::uintptr_t> size_key{range.size_bytes, range.address};
   insert_reusing(by_address_, spare_address_nodes_, range.address,
                  entry{range.size_bytes, range.segment_id, std::move(range.streams)});
-  insert_reusing(by_size_, spare_size_nodes_, std::pair<std::size_t, std::uintptr_t>{range.size_bytes, range.address});
-  free_bytes_ += range.size_bytes;
+  if (!pieces) insert_reusing(by_size_, spare_size_nodes_, size_key);
+  free_bytes_ += size_key.first;
 }
 
 void free_index::resize(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address,
                         std::size_t size_bytes) {
-  auto by_size = by_size_.extract({at->second.size_bytes, at->first});
-  by_size.value() = {size_bytes, address};
-  by_size_.insert(std::move(by_size));
+  if (!holds_pieces(at->second.segment_id)) {
+    auto by_size = by_size_.extract({at->second.size_bytes, at->first});
+    by_size.value() = {size_bytes, address};
+    by_size_.insert(std::move(by_size));
+  }
   free_bytes_ = free_bytes_ - at->second.size_bytes + size_bytes;
   at->second.size_bytes = size_bytes;
   if (at->first != address) {
@@ -43,13 +48,17 @@ void free_index::resize(std::map<std::uintptr_t, entry>::iterator at, std::uintp
 void free_index::insert(free_range range) {
   auto next = by_address_.lower_bound(range.address);
   assert(next == by_address_.end() || next->first >= range.address + range.size_bytes);
-  const bool next_merges = next != by_address_.end() && next->first == range.address + range.size_bytes &&
-                           next->second.segment_id == range.segment_id;
+  // Note [Piece segments]: pieces merge only where they remember the same streams.
+  const bool pieces = holds_pieces(range.segment_id);
+  auto merges_with = [&](const entry& neighbour) {
+    return neighbour.segment_id == range.segment_id && (!pieces || neighbour.streams == range.streams);
+  };
+  const bool next_merges =
+      next != by_address_.end() && next->first == range.address + range.size_bytes && merges_with(next->second);
   if (next != by_address_.begin()) {
     auto previous = std::prev(next);
     assert(previous->first + previous->second.size_bytes <= range.address);
-    if (previous->first + previous->second.size_bytes == range.address &&
-        previous->second.segment_id == range.segment_id) {
+    if (previous->first + previous->second.size_bytes == range.address && merges_with(previous->second)) {
       // Grows the previous range in place (Note [Index nodes]).
       std::size_t size_bytes = previous->second.size_bytes + range.size_bytes;
       previous->second.streams.merge(range.streams);
@@ -123,6 +132,37 @@ void free_index::carve(std::uintptr_t address, std::size_t size_bytes) {
   } else {
     erase(at);
   }
+}
+
+void free_index::carve_across(std::uintptr_t address, std::size_t size_bytes) {
+  const std::uintptr_t end = address + size_bytes;
+  while (address < end) {
+    auto at = by_address_.upper_bound(address);
+    assert(at != by_address_.begin());
+    --at;
+    const std::uintptr_t range_end = at->first + at->second.size_bytes;
+    assert(address < range_end);
+    const std::uintptr_t piece_end = std::min(end, range_end);
+    carve(address, piece_end - address);
+    address = piece_end;
+  }
+}
+
+bool free_index::streams_across(std::uintptr_t address, std::size_t size_bytes, std::uint64_t segment_id,
+                                stream_set* streams) const {
+  streams->clear();
+  const std::uintptr_t end = address + size_bytes;
+  auto at = by_address_.upper_bound(address);
+  if (at == by_address_.begin()) return false;
+  --at;
+  for (std::uintptr_t covered = address; covered < end; ++at) {
+    if (at == by_address_.end() || at->first > covered || at->first + at->second.size_bytes <= covered ||
+        at->second.segment_id != segment_id)
+      return false;
+    streams->merge(at->second.streams);
+    covered = at->first + at->second.size_bytes;
+  }
+  return true;
 }
 
 std::optional<free_range_ref> free_index::containing_ref(std::uintptr_t address) const {

@@ -1,7 +1,8 @@
 // The large pool's free index: free address ranges, best fit by size, address ordered.
 // Invariants: ranges are disjoint and 512 B aligned; two ranges that touch and belong to
-// the same segment are always merged (coalescing), so a free range is maximal; the size
-// index and the address index hold exactly the same ranges.
+// the same segment are always merged (coalescing), so a free range is maximal -- except in
+// a piece segment (Note [Piece segments]), where two touching ranges may differ in their
+// streams; the size index holds exactly the address index's ranges outside piece segments.
 // Not thread-safe: the owner (large_pool) holds its device lock around every call.
 #pragma once
 
@@ -34,10 +35,25 @@ struct free_range_ref {
   const stream_set* streams = nullptr;  // never null in a range the index returned
 };
 
+// Note [Piece segments]
+// A segment whose id has kPieceSegmentFlag set keeps apart the free ranges that remember
+// different streams: a range inserted there merges only with touching neighbours of the
+// same stream set (each stream keeps the later tick, as in any merge), so each piece holds
+// the streams of the frees that made it; and pieces are left out of best fit (they are
+// found by address only). Where every free comes from one stream, pieces merge as ranges
+// elsewhere do: a planned block then spans one piece, not one per block freed under it
+// (kept apart always, corpus sharded-data-parallel seed 133's planned passes took 20 %
+// more host time, a planned block carving and uniting many pieces). A loop plan's range is
+// one (Note [Streams per piece] in vmm_pool_plans.cpp): a planned block waits only for the
+// streams whose frees touched its own bytes, where a merged range made it wait for every
+// stream that freed anywhere in the range.
+inline constexpr std::uint64_t kPieceSegmentFlag = std::uint64_t{1} << 63;
+constexpr bool holds_pieces(std::uint64_t segment_id) noexcept { return (segment_id & kPieceSegmentFlag) != 0; }
+
 class free_index {
  public:
-  // Adds a free range, merging it with free neighbours of the same segment.
-  // Precondition: overlaps no free range.
+  // Adds a free range, merging it with free neighbours of the same segment (in a piece
+  // segment, of the same streams). Precondition: overlaps no free range.
   void insert(free_range range);
 
   // Best fit: the smallest range of at least `size_bytes`, lowest address among equals.
@@ -51,6 +67,14 @@ class free_index {
   // Removes [address, address + size_bytes) from the free range containing it; the parts
   // before and after stay free. Precondition: a single free range contains it.
   void carve(std::uintptr_t address, std::size_t size_bytes);
+  // The same across touching ranges (the pieces of a piece segment). Precondition: free
+  // ranges cover it without a gap.
+  void carve_across(std::uintptr_t address, std::size_t size_bytes);
+  // Note [Piece segments]: the streams of every range of `segment_id` over [address,
+  // address + size_bytes) into *streams (cleared first); false when such ranges do not
+  // cover it without a gap. May throw std::bad_alloc (a set of more than four streams).
+  bool streams_across(std::uintptr_t address, std::size_t size_bytes, std::uint64_t segment_id,
+                      stream_set* streams) const;
 
   // The free range containing `address`, if any.
   std::optional<free_range> containing(std::uintptr_t address) const;
@@ -67,7 +91,8 @@ class free_index {
     for (const auto& [address, value] : by_address_)
       f(free_range{address, value.size_bytes, value.segment_id, value.streams});
   }
-  // Visits every range's extent in address order: f(address, size_bytes), copying no stream set.
+  // Visits every range's extent in address order: f(address, size_bytes), copying no
+  // stream set (the pieces of a piece segment one by one).
   template <typename F>
   void for_each_extent(F&& f) const {
     for (const auto& [address, value] : by_address_) f(address, value.size_bytes);

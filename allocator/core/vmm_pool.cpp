@@ -59,10 +59,16 @@ std::size_t vmm_pool::largest_free_reserved_bytes() const noexcept {
   std::size_t largest = 0;
   for (const auto& [base, mapping] : dedicated_)
     if (!mapping.in_use) largest = std::max(largest, mapping.bytes);
+  std::size_t run = 0;
+  std::uintptr_t previous_end = 0;
+  std::uint64_t previous_segment = 0;
   index_.for_each([&](const free_range& range) {
-    // Longest run of mapped pages' bytes inside this free range.
-    std::size_t run = 0;
+    // Longest run of mapped pages' bytes inside this free range, or across the touching
+    // pieces of a plan's range (Note [Streams per piece]).
+    if (range.address != previous_end || range.segment_id != previous_segment) run = 0;
     const std::uintptr_t end = range.address + range.size_bytes;
+    previous_end = end;
+    previous_segment = range.segment_id;
     for (std::size_t page = pages_.first_page(range.address); page < pages_.end_page(range.address, range.size_bytes);
          ++page) {
       if (!pages_.is_mapped(page)) {

@@ -80,9 +80,9 @@ class vmm_pool final : public large_pool {
   // Note [Loop plans]: places a block at `address` in the plan's range if that place is
   // free and usable from `stream`; `*placed` says whether it was.
   backend::status allocate_planned(std::uintptr_t address, std::size_t size_bytes, stream_id stream, bool* placed);
-  // Orders `stream` after the free range's streams (its own set is fine: read before the
+  // Orders `stream` after `range_streams` (the index's own set is fine: read before the
   // carve), maps what [address, address + size_bytes) lacks and makes the block live
-  // there. `planned`: pages are moved before created.
+  // there (free ranges cover it without a gap). `planned`: pages are moved before created.
   backend::status place_block(std::uintptr_t address, std::size_t size_bytes, const stream_set& range_streams,
                               stream_id stream, bool planned);
   // Note [Loop plans]: reserves the pending plan's range, or rejects the plan.
@@ -217,8 +217,10 @@ class vmm_pool final : public large_pool {
   // The node of the block released last, for the next one placed (Note [Index nodes] in
   // free_index.cpp: the same reuse).
   spare_nodes<std::map<std::uintptr_t, placed_block>> spare_placed_nodes_;  // Note [Index nodes]
-  // Note [Loop plans]: the plan and its address range (a free-index segment of its own).
-  static constexpr std::uint64_t kPlanSegmentId = 1;
+  // Note [Loop plans]: the plan and its address range (a free-index segment of its own,
+  // kept in pieces: Note [Streams per piece]).
+  static constexpr std::uint64_t kPlanSegmentId = kPieceSegmentFlag | 1;
+  stream_set planned_wait_streams_;  // Note [Streams per piece]: reused, no allocation
   loop_plan plan_;
   std::uintptr_t plan_base_ = 0;
   std::size_t plan_range_bytes_ = 0;  // 0: no range

@@ -173,7 +173,7 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
   if (result != backend::status::ok) return result;
   result = map_missing_pages(address, size_bytes, planned);
   if (result != backend::status::ok) return result;
-  index_.carve(address, size_bytes);
+  index_.carve_across(address, size_bytes);  // one range, or a plan's pieces (Note [Streams per piece])
   pages_.add_live(address, size_bytes);
   return backend::status::ok;
 }
@@ -433,13 +433,18 @@ std::size_t vmm_pool::growth_allowance_pages() const noexcept {
 // Is every free range over the chunk at `head` one no stream can still touch?
 bool vmm_pool::make_chunk_idle(std::size_t head) noexcept {
   const std::size_t count = pages_.chunk_pages(head);
-  std::uintptr_t checked_end = 0;
-  for (std::size_t page = head; page < head + count; ++page) {
-    const std::uintptr_t address = pages_.page_address(page);
-    if (address < checked_end) continue;
+  // Every free range over the chunk: a plan's pieces (Note [Streams per piece]) may be
+  // several within one page.
+  const std::uintptr_t end = pages_.page_address(head) + count * pages_.page_bytes();
+  for (std::uintptr_t address = pages_.page_address(head); address < end;) {
     if (!make_range_idle(address)) return false;
-    std::optional<free_range> range = index_.containing(address);
-    checked_end = range ? range->address + range->size_bytes : address + 1;
+    const std::optional<free_range_ref> range = index_.containing_ref(address);
+    if (!range) {  // live bytes here: the next range, if any, starts further on
+      const std::size_t page = pages_.first_page(address);
+      address = std::max(address + 1, pages_.page_address(page) + pages_.page_bytes());
+      continue;
+    }
+    address = range->address + range->size_bytes;
   }
   return true;
 }

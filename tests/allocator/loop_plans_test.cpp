@@ -2,7 +2,8 @@
 // pages than its peak settles at zero device calls with a plan (and keeps moving pages
 // without one), every block's data survives, the race oracle stays at zero, a plan's
 // range lies over the loop's own pages even below a block kept across steps or an empty
-// slab, and a deviation leaves the plan without losing memory or consistency.
+// slab, a planned block waits only for the streams that freed its bytes, and a deviation
+// leaves the plan without losing memory or consistency.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -71,8 +72,18 @@ step_shape rounds_among_steady_blocks(std::size_t steady_blocks) {
   return shape;
 }
 
+// rounds_among_steady_blocks() with every round on stream 1: the steady blocks (stream 0)
+// and the rounds' blocks never share a place, so in a step that follows a plan no block
+// needs to wait for the other stream.
+step_shape steady_blocks_beside_one_stream_rounds(std::size_t steady_blocks) {
+  step_shape shape = rounds_among_steady_blocks(steady_blocks);
+  for (std::size_t index = steady_blocks; index < shape.streams.size(); ++index) shape.streams[index] = 1;
+  return shape;
+}
+
 struct loop_result {
   std::vector<std::int64_t> calls_per_step;
+  std::vector<std::int64_t> reuses_across_streams_per_step;  // blocks ordered after another stream
   std::int64_t peak_reserved_bytes = 0;
   device_stats stats;
   bool patterns_intact = true;
@@ -102,7 +113,8 @@ loop_result run_loop(const core::cache_settings& settings, const step_shape& sha
   }
   loop_result result;
   for (int step = 0; step < steps; ++step) {
-    const std::int64_t before = device_calls(cache.stats());
+    const device_stats at_start = cache.stats();
+    const std::int64_t before = device_calls(at_start);
     std::vector<void*> blocks(shape.sizes.size());
     std::vector<std::size_t> sizes = shape.sizes;
     if (step == deviate_at) sizes[10] += 512 * 1024;
@@ -122,7 +134,10 @@ loop_result run_loop(const core::cache_settings& settings, const step_shape& sha
         instance->deallocate(blocks[freed]);
       }
     }
-    result.calls_per_step.push_back(device_calls(cache.stats()) - before);
+    const device_stats at_end = cache.stats();
+    result.calls_per_step.push_back(device_calls(at_end) - before);
+    result.reuses_across_streams_per_step.push_back(at_end.num_cross_stream_waits + at_end.num_standing_waits -
+                                                    at_start.num_cross_stream_waits - at_start.num_standing_waits);
   }
   simcuda_complete_all();
   result.stats = cache.stats();
@@ -204,6 +219,25 @@ TEST_CASE("a plan's range is not split by the small pool's empty slabs", "[loop_
   const loop_result planned = run_loop(settings, shape, 8, -1, 60 * kMiB, 4096);
   // (With the slab left in place, that step made 58 calls against 20.)
   check_cheap_hand_over(planned);
+}
+
+TEST_CASE("a planned block waits only for the streams that freed its own bytes", "[loop_plans][streams]") {
+  // Note [Streams per piece]: the plan's range remembers streams per piece. Merged into one
+  // range at each step's end, it remembered both streams, and every block of a planned
+  // step was ordered after the other stream (a wait, or a standing one).
+  const step_shape shape = steady_blocks_beside_one_stream_rounds(8);
+  const loop_result planned = run_loop(core::cache_settings{}, shape, 8);
+  std::string reuses;
+  for (std::int64_t step_reuses : planned.reuses_across_streams_per_step) reuses += std::to_string(step_reuses) + " ";
+  INFO("reuses across streams per step: " << reuses);
+  CHECK(planned.patterns_intact);
+  CHECK(planned.stats.num_loop_plans == 1);
+  CHECK(planned.stats.num_loop_plans_abandoned == 0);
+  CHECK(planned.calls_per_step.back() == 0);
+  REQUIRE(planned.stats.num_planned_allocations >= static_cast<std::int64_t>(shape.sizes.size()));
+  CHECK(planned.reuses_across_streams_per_step.back() == 0);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
 }
 
 TEST_CASE("a deviation from the step abandons the plan; data, memory and stats stay right", "[loop_plans]") {

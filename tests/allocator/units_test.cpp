@@ -144,6 +144,48 @@ TEST_CASE("free index: random carve/insert keeps ranges maximal and bytes exact"
   REQUIRE(index.largest_bytes() == total);
 }
 
+TEST_CASE("free index: a piece segment keeps apart ranges freed by different streams", "[free_index]") {
+  using fragless::core::stream_set;
+  void* const first = reinterpret_cast<void*>(1);
+  void* const second = reinterpret_cast<void*>(2);
+  constexpr std::uint64_t pieces = fragless::core::kPieceSegmentFlag | 1;
+  free_index index;
+  index.insert({0x10000, 4096, 0, stream_set(second)});  // an ordinary range just below
+  index.insert({0x11000, 1024, pieces, stream_set(first, 3)});
+  index.insert({0x11400, 1024, pieces, stream_set(second, 4)});
+  index.insert({0x11800, 1024, pieces, stream_set(first, 5)});
+  CHECK(index.range_count() == 4);  // neither merges with the other stream's piece nor segment 0
+  // A piece between two of the same streams joins them; the later tick is kept.
+  index.carve(0x11400, 1024);
+  index.insert({0x11400, 1024, pieces, stream_set(first, 9)});
+  REQUIRE(index.range_count() == 2);
+  REQUIRE(index.containing(0x11000)->size_bytes == 3072);
+  CHECK(index.containing(0x11000)->streams.tick_of(first, 0) == 9);
+  index.carve(0x11400, 1024);
+  index.insert({0x11400, 1024, pieces, stream_set(second)});
+  REQUIRE(index.range_count() == 4);
+  // Pieces are found by address only: best fit sees segment 0 alone.
+  CHECK(index.best_fit(512)->address == 0x10000);
+  CHECK(!index.best_fit(8192));
+  CHECK(index.largest_bytes() == 4096);
+  CHECK(index.free_bytes() == 4096 + 3072);
+  // A block over pieces waits for their streams, and only theirs.
+  stream_set streams;
+  REQUIRE(index.streams_across(0x11000, 1024, pieces, &streams));
+  CHECK(streams == stream_set(first));
+  REQUIRE(index.streams_across(0x11200, 1024, pieces, &streams));  // half of each of two pieces
+  CHECK(streams.size() == 2);
+  CHECK(!index.streams_across(0x10e00, 1024, pieces, &streams));  // partly segment 0
+  CHECK(!index.streams_across(0x11a00, 1024, pieces, &streams));   // past the last piece
+  // Carved across pieces, what is left of each stays with its streams.
+  index.carve_across(0x11200, 1024);
+  CHECK(index.free_bytes() == 4096 + 2048);
+  CHECK(index.containing(0x11000)->size_bytes == 512);
+  CHECK(index.containing(0x11600)->size_bytes == 512);
+  CHECK(index.containing(0x11600)->streams == stream_set(second));
+  CHECK(!index.containing(0x11300));
+}
+
 TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
   const std::size_t page = 2 << 20;
   page_map pages(0x100000000ull, 8, page);
