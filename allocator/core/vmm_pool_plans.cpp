@@ -15,7 +15,8 @@ namespace fragless::core {
 
 // Note [Streams per piece]
 // A plan's range is a piece segment of the free index (Note [Piece segments]): a block
-// freed there stays a free range of its own, remembering only its own streams, and a
+// freed there stays a free range of its own, remembering only its own streams, unless a
+// touching free range remembers the same streams (then they merge, as elsewhere), and a
 // planned block waits for the streams of the pieces under its bytes. Merged, as ordinary
 // free ranges are, the range remembered every stream that freed anywhere in it, and each
 // planned block was ordered after all of them: on a many-stream loop, waits on streams
