@@ -91,11 +91,25 @@ class free_index {
     for (const auto& [address, value] : by_address_)
       f(free_range{address, value.size_bytes, value.segment_id, value.streams});
   }
-  // Visits every range's extent in address order: f(address, size_bytes), copying no
-  // stream set (the pieces of a piece segment one by one).
+  // Visits every free extent in address order: f(address, size_bytes), copying no stream
+  // set. Touching pieces of a piece segment are one extent, as the merged range they used
+  // to be: a snapshot shows one free block there, and its stats (inactive splits, the
+  // largest free block) are PyTorch's, not the pieces'.
   template <typename F>
   void for_each_extent(F&& f) const {
-    for (const auto& [address, value] : by_address_) f(address, value.size_bytes);
+    std::uintptr_t start = 0, end = 0;
+    std::uint64_t segment_id = 0;
+    for (const auto& [address, value] : by_address_) {
+      if (end != start && address == end && value.segment_id == segment_id && holds_pieces(segment_id)) {
+        end += value.size_bytes;
+        continue;
+      }
+      if (end != start) f(start, end - start);
+      start = address;
+      end = address + value.size_bytes;
+      segment_id = value.segment_id;
+    }
+    if (end != start) f(start, end - start);
   }
   // Clears every range's stream set (after a device synchronization).
   void forget_streams() noexcept;

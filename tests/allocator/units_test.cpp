@@ -184,6 +184,10 @@ TEST_CASE("free index: a piece segment keeps apart ranges freed by different str
   CHECK(index.containing(0x11600)->size_bytes == 512);
   CHECK(index.containing(0x11600)->streams == stream_set(second));
   CHECK(!index.containing(0x11300));
+  // Extents (what a snapshot shows) join touching pieces, and only pieces.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> extents;
+  index.for_each_extent([&](std::uintptr_t address, std::size_t bytes) { extents.emplace_back(address, bytes); });
+  CHECK(extents == std::vector<std::pair<std::uintptr_t, std::size_t>>{{0x10000, 4096}, {0x11000, 512}, {0x11600, 1536}});
 }
 
 TEST_CASE("page map: live bytes, cached free pages, runs", "[page_map]") {
