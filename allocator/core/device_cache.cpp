@@ -275,14 +275,13 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
       address = place_large_locked(size_bytes, request_bytes, stream, &size_bytes);
     }
     if (exact_start) end_exact_start_if_due_locked();
-    const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
     if (size_bytes >= settings_.conf.max_split_bytes) stats_.oversize_allocations.increase(1);
     stats_.allocation[pool_large].increase(1);
     stats_.active[pool_large].increase(1);
     stats_.allocated_bytes[pool_large].increase(as_signed(size_bytes));
     stats_.active_bytes[pool_large].increase(as_signed(size_bytes));
     stats_.requested_bytes[pool_large].increase(as_signed(request_bytes));
-    sample_peaks_locked(sums);
+    sample_peaks_from_shards_locked();  // Note [Peaks at a large allocation]
     try {
       // Note [Frees in flight]: in the map before a snapshot can see the block placed.
       live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, false, {}});

@@ -2,6 +2,7 @@
 // them, and the snapshot. Invariant: what stats() reports for the layout figures is
 // exactly what stats_from_snapshot() computes from snapshot() at the same moment.
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +52,39 @@ void device_cache::sample_peaks_locked(const small_pool_sums& sums) noexcept {
   for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
     pool_stat& s = stats_.*device_field;
     const std::int64_t small_current = (sums.*sum_field).current;
+    s[pool_small].peak = std::max(s[pool_small].peak, small_current);
+    s[pool_all].peak = std::max(s[pool_all].peak, small_current + s[pool_large].current);
+  });
+}
+
+// Note [Peaks at a large allocation]
+// Every large allocation samples the small and all peaks of the per-allocation stats (Note
+// [Stats pools]), so it reads the small pool's currents from every shard. Done as a stats
+// read does it -- a small_pool_sums of every field (five stats of four counters) built,
+// then folded -- it cost a steady corpus huge-tensors pass about 15 ns of its 150 per
+// operation (six seeds, 30 repetitions: 152 against 137 ns/op with the sampling left out
+// altogether). Here only the five currents are summed, into an array, and folded at once.
+namespace {
+constexpr std::size_t per_allocation_stat_count() {
+  std::size_t count = 0;
+#define FRAGLESS_PER_ALLOCATION_STAT(name) ++count;
+#include "core/stat_sources.def"
+  return count;
+}
+}  // namespace
+
+void device_cache::sample_peaks_from_shards_locked() noexcept {
+  std::array<std::int64_t, per_allocation_stat_count()> small_currents{};
+  for (stream_shard* shard : shard_list_) {
+    std::size_t index = 0;
+    for_each_per_allocation_stat([&](auto, auto shard_field, auto) {
+      small_currents[index++] += (shard->counters().*shard_field).current.load(std::memory_order_relaxed);
+    });
+  }
+  std::size_t index = 0;
+  for_each_per_allocation_stat([&](auto device_field, auto, auto) {
+    pool_stat& s = stats_.*device_field;
+    const std::int64_t small_current = small_currents[index++];
     s[pool_small].peak = std::max(s[pool_small].peak, small_current);
     s[pool_all].peak = std::max(s[pool_all].peak, small_current + s[pool_large].current);
   });
