@@ -248,8 +248,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
-    const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
-    sample_peaks_locked(sums);
+    sample_peaks_from_shards_locked();  // Note [Peaks at a large allocation]
   }
   try {
     live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, false, {}});

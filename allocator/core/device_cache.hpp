@@ -162,9 +162,9 @@ class device_cache {
   small_pool_sums sum_small_stats(bool currents_only = false);
   // Holds device_mutex_: folds the current totals into the small/all peaks.
   void sample_peaks_locked(const small_pool_sums& sums) noexcept;
-  // Hot path of every large allocation; holds device_mutex_ (Note [Peaks at a large
-  // allocation]): sample_peaks_locked(sum_small_stats(true)) in one pass over the shards'
-  // currents, nothing else summed, built or copied.
+  // Hot path of every large allocation (and a new slab's); holds device_mutex_ (Note
+  // [Peaks at a large allocation]): sample_peaks_locked(sum_small_stats(true)) in one pass
+  // over the shards' currents, nothing else summed, built or copied.
   void sample_peaks_from_shards_locked() noexcept;
   // An event on each stream of `uses` but `allocated_on` (record_stream() uses of a block
   // being freed); nullptr for one that completes only with a device synchronization.
