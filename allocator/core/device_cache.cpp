@@ -248,7 +248,7 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).
-    sample_peaks_from_shards_locked();  // Note [Peaks at a large allocation]
+    sample_peaks_locked(sum_small_currents_locked());  // Note [Peaks at a large allocation]
   }
   try {
     live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, owner, &shard, slot, false, {}});
@@ -280,7 +280,7 @@ void* device_cache::allocate_large(std::size_t request_bytes, stream_id stream, 
     stats_.allocated_bytes[pool_large].increase(as_signed(size_bytes));
     stats_.active_bytes[pool_large].increase(as_signed(size_bytes));
     stats_.requested_bytes[pool_large].increase(as_signed(request_bytes));
-    sample_peaks_from_shards_locked();  // Note [Peaks at a large allocation]
+    sample_peaks_locked(sum_small_currents_locked());  // Note [Peaks at a large allocation]
     try {
       // Note [Frees in flight]: in the map before a snapshot can see the block placed.
       live_blocks_.insert(address, live_block{size_bytes, request_bytes, stream, device_, this, nullptr, nullptr, 0, false, {}});

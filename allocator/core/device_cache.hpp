@@ -157,15 +157,13 @@ class device_cache {
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
   void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
   // Holds device_mutex_. The small-pool part of the per-allocation stats, summed over
-  // shards; with `currents_only`, only each sum's `current` (all that peaks and live
-  // counts read: a third of the loads, at every large allocation).
-  small_pool_sums sum_small_stats(bool currents_only = false);
-  // Holds device_mutex_: folds the current totals into the small/all peaks.
-  void sample_peaks_locked(const small_pool_sums& sums) noexcept;
-  // Hot path of every large allocation (and a new slab's); holds device_mutex_ (Note
-  // [Peaks at a large allocation]): sample_peaks_locked(sum_small_stats(true)) in one pass
-  // over the shards' currents, nothing else summed, built or copied.
-  void sample_peaks_from_shards_locked() noexcept;
+  // shards (a stats read).
+  small_pool_sums sum_small_stats();
+  // Holds device_mutex_. Their currents alone, in one pass over the shards: the hot path of
+  // every large allocation and new slab (Note [Peaks at a large allocation]).
+  small_pool_currents sum_small_currents_locked() noexcept;
+  // Holds device_mutex_: folds the small pool's currents into the small/all peaks.
+  void sample_peaks_locked(const small_pool_currents& small_currents) noexcept;
   // An event on each stream of `uses` but `allocated_on` (record_stream() uses of a block
   // being freed); nullptr for one that completes only with a device synchronization.
   std::vector<void*> record_use_events(const stream_set& uses, stream_id allocated_on) noexcept;

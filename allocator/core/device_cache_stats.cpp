@@ -34,54 +34,39 @@ void for_each_per_allocation_stat(Visit&& visit) {
 }  // namespace
 
 // Holds device_mutex_, which keeps shard_list_ (no walk of the shard table, no lock of it).
-small_pool_sums device_cache::sum_small_stats(bool currents_only) {
+small_pool_sums device_cache::sum_small_stats() {
   small_pool_sums sums;
   for (stream_shard* shard : shard_list_)
     for_each_per_allocation_stat([&](auto, auto shard_field, auto sum_field) {
       const shard_stat& counter = shard->counters().*shard_field;
       stat& sum = sums.*sum_field;
       sum.current += counter.current.load(std::memory_order_relaxed);
-      if (currents_only) return;
       sum.allocated += counter.allocated.load(std::memory_order_relaxed);
       sum.freed += counter.freed.load(std::memory_order_relaxed);
     });
   return sums;
 }
 
-void device_cache::sample_peaks_locked(const small_pool_sums& sums) noexcept {
-  for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
-    pool_stat& s = stats_.*device_field;
-    const std::int64_t small_current = (sums.*sum_field).current;
-    s[pool_small].peak = std::max(s[pool_small].peak, small_current);
-    s[pool_all].peak = std::max(s[pool_all].peak, small_current + s[pool_large].current);
-  });
-}
-
 // Note [Peaks at a large allocation]
-// Every large allocation samples the small and all peaks of the per-allocation stats (Note
-// [Stats pools]), so it reads the small pool's currents from every shard. Done as a stats
-// read does it -- a small_pool_sums of every field (five stats of four counters) built,
-// then folded -- it cost a steady corpus huge-tensors pass about 9 ns of its 150 per
-// operation: here only the five currents are summed, into an array, and folded at once
+// Every large allocation (and new slab) samples the small and all peaks of the
+// per-allocation stats (Note [Stats pools]), so it reads the small pool's currents from
+// every shard. Done as a stats read does it -- a small_pool_sums of every field (five
+// stats of four counters) built, then folded -- it cost a steady corpus huge-tensors pass
+// about 9 ns of its 150 per operation: only the five currents are summed, into an array
 // (six seeds, 30 repetitions, the steady passes: 152 -> 143 ns/op, three alternated runs
 // in each order; with no sampling at all, 137-138 in a first, one-order comparison).
-namespace {
-constexpr std::size_t per_allocation_stat_count() {
-  std::size_t count = 0;
-#define FRAGLESS_PER_ALLOCATION_STAT(name) ++count;
-#include "core/stat_sources.def"
-  return count;
-}
-}  // namespace
-
-void device_cache::sample_peaks_from_shards_locked() noexcept {
-  std::array<std::int64_t, per_allocation_stat_count()> small_currents{};
+small_pool_currents device_cache::sum_small_currents_locked() noexcept {
+  small_pool_currents currents{};
   for (stream_shard* shard : shard_list_) {
     std::size_t index = 0;
     for_each_per_allocation_stat([&](auto, auto shard_field, auto) {
-      small_currents[index++] += (shard->counters().*shard_field).current.load(std::memory_order_relaxed);
+      currents[index++] += (shard->counters().*shard_field).current.load(std::memory_order_relaxed);
     });
   }
+  return currents;
+}
+
+void device_cache::sample_peaks_locked(const small_pool_currents& small_currents) noexcept {
   std::size_t index = 0;
   for_each_per_allocation_stat([&](auto device_field, auto, auto) {
     pool_stat& s = stats_.*device_field;
@@ -93,18 +78,21 @@ void device_cache::sample_peaks_from_shards_locked() noexcept {
 
 std::int64_t device_cache::active_blocks() {
   std::lock_guard<std::mutex> device_lock(device_mutex_);  // stats_ (Note [Stats pools])
-  const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
-  return sums.active.current + stats_.active[pool_large].current;
+  std::int64_t small_active = 0;
+  for (stream_shard* shard : shard_list_) small_active += shard->counters().active.current.load(std::memory_order_relaxed);
+  return small_active + stats_.active[pool_large].current;
 }
 
 void device_cache::reset_peak_stats() {
   std::lock_guard<std::mutex> device_lock(device_mutex_);  // stats_ (Note [Stats pools])
-  const small_pool_sums sums = sum_small_stats(/*currents_only=*/true);
+  const small_pool_currents small_currents = sum_small_currents_locked();
   stats_.reset_peak();
-  for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
+  std::size_t index = 0;
+  for_each_per_allocation_stat([&](auto device_field, auto, auto) {
     pool_stat& s = stats_.*device_field;
-    s[pool_small].peak = (sums.*sum_field).current;
-    s[pool_all].peak = (sums.*sum_field).current + s[pool_large].current;
+    const std::int64_t small_current = small_currents[index++];
+    s[pool_small].peak = small_current;
+    s[pool_all].peak = small_current + s[pool_large].current;
   });
 }
 
@@ -155,7 +143,10 @@ device_stats device_cache::stats(bool with_layout) {
     target.current = value;
     target.peak = std::max(target.peak, value);
   }
-  sample_peaks_locked(sums);
+  small_pool_currents small_currents{};
+  std::size_t index = 0;
+  for_each_per_allocation_stat([&](auto, auto, auto sum_field) { small_currents[index++] = (sums.*sum_field).current; });
+  sample_peaks_locked(small_currents);
   device_stats copy = stats_;
   for_each_per_allocation_stat([&](auto device_field, auto, auto sum_field) {
     pool_stat& s = copy.*device_field;

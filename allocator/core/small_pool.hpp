@@ -85,6 +85,14 @@ struct small_pool_sums {
 #include "core/stat_sources.def"
 };
 
+// The shards' current per-allocation figures alone, in FRAGLESS_PER_ALLOCATION_STAT order:
+// all that peaks and live counts read (Note [Peaks at a large allocation]).
+inline constexpr std::size_t kPerAllocationStatCount = 0
+#define FRAGLESS_PER_ALLOCATION_STAT(name) +1
+#include "core/stat_sources.def"
+    ;
+using small_pool_currents = std::array<std::int64_t, kPerAllocationStatCount>;
+
 class alignas(64) stream_shard {  // own cache lines: shards of different threads never share one
  public:
   explicit stream_shard(stream_id stream) : stream_(stream) {}
