@@ -59,23 +59,17 @@ std::size_t vmm_pool::largest_free_reserved_bytes() const noexcept {
   std::size_t largest = 0;
   for (const auto& [base, mapping] : dedicated_)
     if (!mapping.in_use) largest = std::max(largest, mapping.bytes);
-  std::size_t run = 0;
-  std::uintptr_t previous_end = 0;
-  std::uint64_t previous_segment = 0;
-  index_.for_each([&](const free_range& range) {
-    // Longest run of mapped pages' bytes inside this free range, or across the touching
-    // pieces of a plan's range (Note [Streams per piece]).
-    if (range.address != previous_end || range.segment_id != previous_segment) run = 0;
-    const std::uintptr_t end = range.address + range.size_bytes;
-    previous_end = end;
-    previous_segment = range.segment_id;
-    for (std::size_t page = pages_.first_page(range.address); page < pages_.end_page(range.address, range.size_bytes);
-         ++page) {
+  // Each free extent (a plan's touching pieces are one, Note [Piece segments]): its
+  // longest run of mapped pages' bytes.
+  index_.for_each_extent([&](std::uintptr_t address, std::size_t size_bytes) {
+    std::size_t run = 0;
+    const std::uintptr_t end = address + size_bytes;
+    for (std::size_t page = pages_.first_page(address); page < pages_.end_page(address, size_bytes); ++page) {
       if (!pages_.is_mapped(page)) {
         run = 0;
         continue;
       }
-      const std::uintptr_t start = std::max(range.address, pages_.page_address(page));
+      const std::uintptr_t start = std::max(address, pages_.page_address(page));
       const std::uintptr_t stop = std::min(end, pages_.page_address(page) + pages_.page_bytes());
       run += stop - start;
       largest = std::max(largest, run);
