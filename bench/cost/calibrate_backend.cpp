@@ -1,6 +1,7 @@
 // calibrate_backend: see header. Driver entry points come from the allocator's resolver
 // (backend/driver_entry_points.hpp), so both measure and use the same calls.
 #include "calibrate_backend.hpp"
+#include "report/median.hpp"
 
 #include "backend/driver_entry_points.hpp"
 
@@ -15,13 +16,6 @@ namespace fragless::bench {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 template <typename F>
 double timed_ns(F&& call, bool& ok) {

@@ -1,6 +1,7 @@
 // corpus_report: see header. Figures are computed once (family_figures) and printed by
 // both formats.
 #include "corpus_report.hpp"
+#include "report/median.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,9 +68,7 @@ struct family_figures {
 using seed_rows = std::map<std::string, const result_row*>;  // allocator -> row
 
 double median_of_first(const std::vector<double>& values, std::size_t count) {
-  std::vector<double> first(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
-  std::sort(first.begin(), first.end());
-  return (first[(count - 1) / 2] + first[count / 2]) / 2;
+  return median(std::vector<double>(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count)));
 }
 
 // Note [Steady state]: goal_figures::shorter_runs from one seed's per-repetition figures.
