@@ -36,6 +36,8 @@ struct peer_figures {
   std::map<int, std::size_t> settled_after;
   // Note [Steady state]: host ns/op of each repetition (the figure above is their median).
   std::vector<geomean> ns_by_pass;
+  // Each seed's longest single call (Note [Host work]), for the stalls table.
+  std::vector<double> longest_op_ns;
 };
 
 struct goal_figures {
@@ -112,6 +114,7 @@ family_figures compute(const std::vector<const corpus_row*>& rows) {
       const std::vector<double> ns_by_pass = parse_pass_list(row->host_ns_by_pass);
       if (p.ns_by_pass.size() < ns_by_pass.size()) p.ns_by_pass.resize(ns_by_pass.size());
       for (std::size_t pass = 0; pass < ns_by_pass.size(); ++pass) p.ns_by_pass[pass].add(ns_by_pass[pass]);
+      if (row->longest_op_ns) p.longest_op_ns.push_back(*row->longest_op_ns);
       if (row->estimated_first_pass_ns) p.first_pass_ns.add(*row->estimated_first_pass_ns);
       if (row->estimated_steady_pass_ns) p.steady_pass_ns.add(*row->estimated_steady_pass_ns);
     }
@@ -284,6 +287,39 @@ std::string host_time_by_pass_table(const std::vector<std::pair<std::string, fam
   return out;
 }
 
+// The nearest-rank percentile (0 < fraction <= 1) of `values`; 0 when there are none.
+double percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(fraction * static_cast<double>(values.size())));
+  return values[std::max<std::size_t>(rank, 1) - 1];
+}
+
+// Note [Host work]: the longest single call of each seed, over the seeds -- the stalls
+// the medians above hide, a loop plan laid out on the allocating thread among them, also
+// where it falls at one of the replay's untimed frees of blocks left live at a pass's end.
+std::string longest_call_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
+  bool any = false;
+  for (const auto& [family, f] : figures)
+    for (const auto& [peer, p] : f.peers) any = any || !p.longest_op_ns.empty();
+  if (!any) return "";
+  std::string out = table_header(
+      "Longest single allocator call of each seed, over all repetitions and the replay's own frees at a pass's end, "
+      "in microseconds (its median over the seeds, the 90th percentile and the worst): the stalls the host ns/op "
+      "above hide, such as a loop plan laid out on the allocating thread:",
+      {"median (us)", "90th percentile (us)", "worst (us)"});
+  for (const auto& [family, f] : figures) {
+    for (const std::string& peer : ordered_peers(f)) {
+      auto found = f.peers.find(peer);
+      if (found == f.peers.end() || found->second.longest_op_ns.empty()) continue;
+      const std::vector<double>& ns = found->second.longest_op_ns;
+      out += "| " + family + " | " + peer + " | " + fixed(median(ns) / 1000.0, 0) + " | " +
+             fixed(percentile(ns, 0.9) / 1000.0, 0) + " | " + fixed(percentile(ns, 1.0) / 1000.0, 0) + " |\n";
+    }
+  }
+  return out;
+}
+
 // Note [Steady state]: for fragless, what runs of 2 .. N-1 repetitions would have reported
 // (the goals' steady-pass calls and host ns/op), read from this run's first repetitions.
 std::string shorter_runs_table(const std::vector<std::pair<std::string, family_figures>>& figures) {
@@ -339,6 +375,7 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
   }
   out += settling_table(figures);
   out += host_time_by_pass_table(figures);
+  out += longest_call_table(figures);
   out += "\nGoals for fragless, per family (a count is seeds where the goal is missed, of seeds compared):\n\n";
   out += "| family | peak > PyTorch | peak > expandable | worst peak / min(PyTorch, expandable) | > 1.03x ideal where packer <= 1.01x | device calls > expandable (seeds) | calls fragless / expandable (total) | calls in steady pass where PyTorch has 0 (most) | host ns/op / PyTorch (geomean) | est. steady time > PyTorch | est. steady time / PyTorch (geomean) |\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -380,7 +417,10 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
              ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + ", \"host_ns_per_op_by_pass_geomean\": [";
       for (std::size_t pass = 0; pass < p.ns_by_pass.size(); ++pass)
         out += (pass == 0 ? "" : ", ") + number(p.ns_by_pass[pass].value());
-      out += "], \"settled_after_pass\": {";
+      out += "], \"longest_op_ns_median\": " + number(p.longest_op_ns.empty() ? std::nan("") : median(p.longest_op_ns)) +
+             ", \"longest_op_ns_p90\": " + number(p.longest_op_ns.empty() ? std::nan("") : percentile(p.longest_op_ns, 0.9)) +
+             ", \"longest_op_ns_worst\": " + number(p.longest_op_ns.empty() ? std::nan("") : percentile(p.longest_op_ns, 1.0));
+      out += ", \"settled_after_pass\": {";
       bool first_pass = true;
       for (const auto& [pass, count] : p.settled_after) {
         out += (first_pass ? "\"" : ", \"") + std::to_string(pass) + "\": " + std::to_string(count);

@@ -1,7 +1,8 @@
 // corpus_report: the per-family and overall summary of a corpus run (fragless-bench
 // corpus): for every peer its geometric-mean and worst peak/ideal, device calls, seeds
 // still calling the device in the steady pass, after which repetition the calls stopped,
-// host ns/op and estimated allocator time; and for fragless, how often and by how much
+// host ns/op and estimated allocator time, the longest single call over the seeds (median,
+// 90th percentile, worst); and for fragless, how often and by how much
 // each goal of the placement work is missed.
 // Invariant: a comparison counts only seeds where both rows compared ran ok; every count
 // says out of how many seeds it is.

@@ -192,3 +192,31 @@ TEST_CASE("corpus report: what a shorter run would have reported, from the first
   const std::string json = format_corpus_json(rows, {"a"}, "fragless-bench corpus");
   CHECK(json.find("{\"repetitions\": 3, \"calling_where_pytorch_zero\": 2, \"pytorch_zero\": 2") != std::string::npos);
 }
+
+TEST_CASE("corpus report: the longest single call over the seeds, median, 90th percentile and worst", "[bench][report]") {
+  // Note [Host work]: a seed's longest call is a stall its host ns/op hides; the table gives
+  // its median over the seeds, the nearest-rank 90th percentile and the worst, in us.
+  auto seed = [](int number, const char* allocator, double longest_ns) {
+    corpus_row r{"a", row("corpus:a:" + std::to_string(number), allocator, 1.0, 100)};
+    r.row.longest_op_ns = longest_ns;
+    return r;
+  };
+  std::vector<corpus_row> rows;
+  for (int number = 1; number <= 10; ++number) {
+    rows.push_back(seed(number, "fragless", 1000.0 * number));  // 1 .. 10 us
+    rows.push_back(seed(number, "pytorch", 2000.0));
+  }
+  rows.push_back(seed(11, "fragless", 120000.0));  // one layout on the allocating thread: 120 us
+  const std::string markdown = format_corpus_markdown(rows, {"a"}, "fragless-bench corpus");
+  INFO(markdown);
+  CHECK(markdown.find("| family | peer | median (us) | 90th percentile (us) | worst (us) |") != std::string::npos);
+  // 11 fragless seeds: median the 6th (6 us), the 90th percentile the 10th (rank ceil(9.9)).
+  CHECK(markdown.find("| a | fragless | 6 | 10 | 120 |") != std::string::npos);
+  CHECK(markdown.find("| a | pytorch | 2 | 2 | 2 |") != std::string::npos);
+  const std::string json = format_corpus_json(rows, {"a"}, "fragless-bench corpus");
+  CHECK(json.find("\"longest_op_ns_median\": 6000.000000, \"longest_op_ns_p90\": 10000.000000, \"longest_op_ns_worst\": "
+                  "120000.000000") != std::string::npos);
+  // Rows without the figure: no table.
+  const std::vector<corpus_row> none = {corpus_row{"a", row("corpus:a:1", "fragless", 1.0, 100)}};
+  CHECK(format_corpus_markdown(none, {"a"}, "c").find("Longest single") == std::string::npos);
+}
