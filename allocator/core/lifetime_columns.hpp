@@ -35,11 +35,9 @@ public:
 
   explicit lifetime_columns(std::size_t capacity)
       : capacity_(capacity),
-        begins_(new std::uint32_t[capacity + kLanes]),
-        ends_(new std::uint32_t[capacity + kLanes]),
-        second_ends_(new std::uint32_t[capacity + kLanes]) {
-    for (std::size_t lane = 0; lane < capacity + kLanes; ++lane) begins_[lane] = ends_[lane] = second_ends_[lane] = 0;
-  }
+        begins_(std::make_unique<std::uint32_t[]>(capacity + kLanes)),
+        ends_(std::make_unique<std::uint32_t[]>(capacity + kLanes)),
+        second_ends_(std::make_unique<std::uint32_t[]>(capacity + kLanes)) {}
 
   std::size_t size() const noexcept { return size_; }
   std::size_t capacity() const noexcept { return capacity_; }

@@ -95,6 +95,7 @@ struct search_block {
 // fastest of the three.
 constexpr unsigned kRankBits = 16;
 constexpr std::size_t kMaxSkylineBlocks = std::size_t{1} << kRankBits;
+constexpr std::uint64_t kRankMask = (std::uint64_t{1} << kRankBits) - 1;
 constexpr std::size_t kMaxSkylineSpanBytes = std::size_t{1} << (64 - kRankBits - 1);
 
 class skyline_search {
@@ -247,14 +248,19 @@ private:
       smallest_keys(first, second);
     }
     assert(choices_match_a_walk(first, second));
-    const std::uint64_t rank_mask = (std::uint64_t{1} << kRankBits) - 1;
-    if (first != kNoChoice) next.choices[next.count++] = by_rank_[first & rank_mask];
-    if (second != kNoChoice) next.choices[next.count++] = by_rank_[second & rank_mask];
+    if (first != kNoChoice) next.choices[next.count++] = by_rank_[first & kRankMask];
+    if (second != kNoChoice) next.choices[next.count++] = by_rank_[second & kRankMask];
     next.candidate_count = candidates_.size();
     std::copy(candidates_.begin(), candidates_.end(), next.candidates);
     next.candidate_threshold = candidate_threshold_;
     next.candidates_valid = candidates_valid_;
     frames_.push_back(next);
+  }
+
+  // The two smallest of the keys offered so far, `first` the smaller.
+  static void keep_two_smallest(std::uint64_t key, std::uint64_t& first, std::uint64_t& second) noexcept {
+    second = std::min(second, std::max(first, key));
+    first = std::min(first, key);
   }
 
   // Note [Skyline turns]: the two smallest keys from the kept candidates, if the kept ones
@@ -263,12 +269,7 @@ private:
   bool smallest_keys(std::uint64_t& first, std::uint64_t& second) const noexcept {
     first = second = kNoChoice;
     if (!candidates_valid_) return false;
-    for (const std::size_t index : candidates_) {
-      const std::uint64_t key = choice_key(position_[index]);
-      const std::uint64_t low = std::min(first, key), high = std::max(first, key);
-      second = std::min(second, high);
-      first = low;
-    }
+    for (const std::size_t index : candidates_) keep_two_smallest(choice_key(position_[index]), first, second);
     // An unplaced block outside the candidates has a key of at least the threshold (place()
     // took the placed ones out).
     return second < candidate_threshold_ || (second == kNoChoice && candidate_threshold_ == kNoChoice);
@@ -278,11 +279,8 @@ private:
   // The two smallest keys of all unplaced blocks, walked one by one.
   bool choices_match_a_walk(std::uint64_t first, std::uint64_t second) const noexcept {
     std::uint64_t walked_first = kNoChoice, walked_second = kNoChoice;
-    for (std::size_t position = 0; position < unplaced_.size(); ++position) {
-      const std::uint64_t key = choice_key(position);
-      walked_second = std::min(walked_second, std::max(walked_first, key));
-      walked_first = std::min(walked_first, key);
-    }
+    for (std::size_t position = 0; position < unplaced_.size(); ++position)
+      keep_two_smallest(choice_key(position), walked_first, walked_second);
     return first == walked_first && second == walked_second;
   }
 #endif
@@ -300,9 +298,8 @@ private:
       smallest[slot] = key;
     }
     candidates_.clear();
-    const std::uint64_t rank_mask = (std::uint64_t{1} << kRankBits) - 1;
     for (std::size_t each = 0; each < std::min(kept, kCandidates); ++each)
-      if (smallest[each] != kNoChoice) candidates_.push_back(by_rank_[smallest[each] & rank_mask]);
+      if (smallest[each] != kNoChoice) candidates_.push_back(by_rank_[smallest[each] & kRankMask]);
     candidate_threshold_ = kept == kCandidates + 1 ? smallest[kCandidates] : kNoChoice;
     candidates_valid_ = true;
   }

@@ -287,14 +287,6 @@ std::string host_time_by_pass_table(const std::vector<std::pair<std::string, fam
   return out;
 }
 
-// The nearest-rank percentile (0 < fraction <= 1) of `values`; 0 when there are none.
-double percentile(std::vector<double> values, double fraction) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(fraction * static_cast<double>(values.size())));
-  return values[std::max<std::size_t>(rank, 1) - 1];
-}
-
 // Note [Host work]: the longest single call of each seed, over the seeds -- the stalls
 // the medians above hide, a loop plan laid out on the allocating thread among them, also
 // where it falls at one of the replay's untimed frees of blocks left live at a pass's end.
@@ -417,9 +409,11 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
              ", \"estimated_steady_pass_ns_geomean\": " + number(p.steady_pass_ns.value()) + ", \"host_ns_per_op_by_pass_geomean\": [";
       for (std::size_t pass = 0; pass < p.ns_by_pass.size(); ++pass)
         out += (pass == 0 ? "" : ", ") + number(p.ns_by_pass[pass].value());
-      out += "], \"longest_op_ns_median\": " + number(p.longest_op_ns.empty() ? std::nan("") : median(p.longest_op_ns)) +
-             ", \"longest_op_ns_p90\": " + number(p.longest_op_ns.empty() ? std::nan("") : percentile(p.longest_op_ns, 0.9)) +
-             ", \"longest_op_ns_worst\": " + number(p.longest_op_ns.empty() ? std::nan("") : percentile(p.longest_op_ns, 1.0));
+      // Null without the figure (median and percentile read 0 for no seeds).
+      auto longest = [&](double figure) { return number(p.longest_op_ns.empty() ? std::nan("") : figure); };
+      out += "], \"longest_op_ns_median\": " + longest(median(p.longest_op_ns)) +
+             ", \"longest_op_ns_p90\": " + longest(percentile(p.longest_op_ns, 0.9)) +
+             ", \"longest_op_ns_worst\": " + longest(percentile(p.longest_op_ns, 1.0));
       out += ", \"settled_after_pass\": {";
       bool first_pass = true;
       for (const auto& [pass, count] : p.settled_after) {
