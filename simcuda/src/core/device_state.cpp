@@ -33,10 +33,18 @@ __attribute__((constructor)) void register_fork_handlers() {  // Note [Fork whil
 // Each device owns one PROT_NONE, MAP_NORESERVE mapping (4x its capacity, at least 256 GiB)
 // that cudaMalloc carves from. Device pointers therefore never alias the host heap, and a
 // freed range goes back to PROT_NONE so a stray host touch faults instead of reading stale
-// bytes. The window costs address space only.
+// bytes. The window costs address space only. Where the process has less address space
+// than that (under valgrind, whose address space ends at 128 GiB or earlier, or a ulimit
+// -v), the window is halved until it maps, down to 4x the capacity: a smaller
+// SIMCUDA_MEMORY then lets the emulation run there.
 void map_window(Device& device) {
-  size_t bytes = std::clamp<size_t>(static_cast<size_t>(device.capacity_bytes) * 4, kMinWindowBytes, kMaxWindowBytes);
+  const size_t wanted = static_cast<size_t>(device.capacity_bytes) * 4;
+  size_t bytes = std::clamp<size_t>(wanted, kMinWindowBytes, kMaxWindowBytes);
   void* base = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  while (base == MAP_FAILED && bytes / 2 >= wanted && bytes / 2 != 0) {
+    bytes /= 2;
+    base = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
   if (base == MAP_FAILED) {
     warn("could not reserve the device address window; cudaMalloc will fail");
     return;
