@@ -150,11 +150,10 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
     const std::uint64_t segment_id = in_plan_range(address) ? kPlanSegmentId : 0;
     index_.insert(free_range{address, size_bytes, segment_id, freed_now(streams)});
     pages_.remove_live(address, size_bytes);
-    auto placed = placed_blocks_.find(address);
-    if (placed != placed_blocks_.end()) {
-      const std::uint64_t sequence = placed->second.sequence;
+    placed_block placed;
+    if (placed_blocks_.erase(address, &placed)) {
+      const std::uint64_t sequence = placed.sequence;
       if (sequence == 0) unrecorded_live_bytes_ -= std::min(unrecorded_live_bytes_, size_bytes);  // Note [Refused layouts]
-      spare_placed_nodes_.keep(placed_blocks_.extract(placed));
       if (sequence != 0) plan_.record_release(sequence, churn_bytes());
       after_plan_event();
     }

@@ -29,10 +29,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/address_table.hpp"
 #include "core/large_pool.hpp"
 #include "core/loop_plan.hpp"
 #include "core/page_map.hpp"
-#include "core/tree_nodes.hpp"
 
 namespace fragless::core {
 
@@ -208,15 +208,12 @@ class vmm_pool final : public large_pool {
   page_map pages_;
   // Blocks placed in the shared range, start -> size and loop-plan sequence: placement
   // hints only (Note [Placement], Note [Loop plans]); a block missing here (no host memory
-  // when it was placed) is harmless.
+  // when it was placed) is harmless. A hash table (Note [Address tables]).
   struct placed_block {
-    std::size_t size_bytes;
-    std::uint64_t sequence;
+    std::size_t size_bytes = 0;
+    std::uint64_t sequence = 0;
   };
-  std::map<std::uintptr_t, placed_block> placed_blocks_;
-  // The node of the block released last, for the next one placed (Note [Index nodes] in
-  // free_index.cpp: the same reuse).
-  spare_nodes<std::map<std::uintptr_t, placed_block>> spare_placed_nodes_;  // Note [Index nodes]
+  address_table<placed_block> placed_blocks_;
   // Note [Loop plans]: the plan and its address range (a free-index segment of its own,
   // kept in pieces: Note [Streams per piece]).
   static constexpr std::uint64_t kPlanSegmentId = kPieceSegmentFlag | 1;

@@ -13,7 +13,6 @@
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
-#include "core/tree_nodes.hpp"
 
 namespace fragless::core {
 namespace {
@@ -109,16 +108,15 @@ std::optional<std::pair<std::uintptr_t, free_range_ref>> vmm_pool::choose_placem
   return std::make_pair(use_end ? at_end : range->address, *range);
 }
 
+// Note [Address tables]: blocks never overlap, so the block of `size_bytes` ending at
+// `address` is the one starting at address - size_bytes.
 bool vmm_pool::block_of_size_ends_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
-  auto after = placed_blocks_.lower_bound(address);
-  if (after == placed_blocks_.begin()) return false;
-  const auto& [start, block] = *std::prev(after);
-  return block.size_bytes == size_bytes && start + block.size_bytes == address;
+  return size_bytes <= address && block_of_size_starts_at(address - size_bytes, size_bytes);
 }
 
 bool vmm_pool::block_of_size_starts_at(std::uintptr_t address, std::size_t size_bytes) const noexcept {
-  auto at = placed_blocks_.find(address);
-  return at != placed_blocks_.end() && at->second.size_bytes == size_bytes;
+  const placed_block* block = placed_blocks_.find(address);
+  return block != nullptr && block->size_bytes == size_bytes;
 }
 
 backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
@@ -158,7 +156,7 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     unrecorded_high_water_bytes_ = std::max(unrecorded_high_water_bytes_, unrecorded_live_bytes_);
   }
   try {
-    insert_reusing(placed_blocks_, spare_placed_nodes_, *address, placed_block{size_bytes, sequence});
+    placed_blocks_.insert_or_assign(*address, placed_block{size_bytes, sequence});
   } catch (...) {
     // Only a placement hint is lost (Note [Placement]).
   }
