@@ -39,9 +39,12 @@ void free_index::resize(std::map<std::uintptr_t, entry>::iterator at, std::uintp
   free_bytes_ = free_bytes_ - at->second.size_bytes + size_bytes;
   at->second.size_bytes = size_bytes;
   if (at->first != address) {
+    // The range stays between the same neighbours: it goes back where it was, before the
+    // next one (a hinted insert, no search).
+    const auto next = std::next(at);
     auto by_address = by_address_.extract(at);
     by_address.key() = address;
-    by_address_.insert(std::move(by_address));
+    by_address_.insert(next, std::move(by_address));
   }
 }
 
@@ -117,7 +120,11 @@ std::optional<free_range> free_index::highest() const {
 void free_index::carve(std::uintptr_t address, std::size_t size_bytes) {
   auto at = by_address_.upper_bound(address);
   assert(at != by_address_.begin());
-  --at;
+  carve_from(std::prev(at), address, size_bytes);
+}
+
+void free_index::carve_from(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address,
+                            std::size_t size_bytes) {
   const std::uintptr_t whole_address = at->first;
   const std::uintptr_t whole_end = whole_address + at->second.size_bytes;
   const std::uintptr_t end = address + size_bytes;
@@ -136,15 +143,20 @@ void free_index::carve(std::uintptr_t address, std::size_t size_bytes) {
 
 void free_index::carve_across(std::uintptr_t address, std::size_t size_bytes) {
   const std::uintptr_t end = address + size_bytes;
+  auto at = by_address_.upper_bound(address);
+  assert(at != by_address_.begin());
+  --at;
   while (address < end) {
-    auto at = by_address_.upper_bound(address);
-    assert(at != by_address_.begin());
-    --at;
+    assert(at != by_address_.end() && at->first <= address);
     const std::uintptr_t range_end = at->first + at->second.size_bytes;
     assert(address < range_end);
     const std::uintptr_t piece_end = std::min(end, range_end);
-    carve(address, piece_end - address);
+    // The next piece starts where this range ends: its node is the next one, which carving
+    // this range leaves alone (only the last piece can leave a part after the block).
+    const auto next = std::next(at);
+    carve_from(at, address, piece_end - address);
     address = piece_end;
+    at = next;
   }
 }
 

@@ -125,6 +125,8 @@ class free_index {
   };
   void erase(std::map<std::uintptr_t, entry>::iterator at);
   void add(free_range&& range);
+  // carve() of the range at `at`, which contains [address, address + size_bytes).
+  void carve_from(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address, std::size_t size_bytes);
   // Makes the range at `at` [address, address + size_bytes), keeping its nodes.
   void resize(std::map<std::uintptr_t, entry>::iterator at, std::uintptr_t address, std::size_t size_bytes);
 
