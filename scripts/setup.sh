@@ -19,8 +19,9 @@ source "$root/scripts/pins.env"
 say() { printf '[setup] %s\n' "$*" >&2; }
 
 need_apt=()
-# clang-14 + libclang-rt-14-dev: libFuzzer for the parser fuzzers.
-for pkg in catch2 libspdlog-dev libfmt-dev clang-14 libclang-rt-14-dev ccache; do
+# clang-14 + libclang-rt-14-dev: libFuzzer for the parser fuzzers; valgrind: instruction
+# counts of the host paths (scripts/count_instructions.py).
+for pkg in catch2 libspdlog-dev libfmt-dev clang-14 libclang-rt-14-dev ccache valgrind; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
