@@ -24,10 +24,10 @@ namespace fragless::core {
 // most of them). "The block of size s ending at a" is the block starting at a - s, so both
 // lookups are exact, and a hash table serves them: one probe run per operation, no node,
 // no host memory once the table has grown to the program's live block count. The free
-// index stays a tree: best fit and coalescing need order. Corpus, 35 seeds (3 a family),
-// instructions inside the allocator's calls (scripts/count_instructions.py), passes 2-5:
-// 356.5 -> 330.5 million; seeds 1-200 of every family, fragless alone, with the free
-// index's hinted re-key: host ns/op 0.894x, every peak and device call the same.
+// index stays a tree: best fit and coalescing need order. Corpus, 35 seeds (three a family
+// and two more), instructions inside the allocator's calls (scripts/count_instructions.py),
+// passes 2-5: 356.5 -> 330.5 million; seeds 1-200 of every family, fragless alone, with the
+// free index's hinted re-key: host ns/op 0.894x, every peak and device call the same.
 template <typename Value>
 class address_table {
  public:
