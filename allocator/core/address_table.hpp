@@ -28,6 +28,24 @@ namespace fragless::core {
 // and two more), instructions inside the allocator's calls (scripts/count_instructions.py),
 // passes 2-5: 356.5 -> 330.5 million; seeds 1-200 of every family, fragless alone, with the
 // free index's hinted re-key: host ns/op 0.894x, every peak and device call the same.
+// Backward-shift deletion over a linear-probing slot array whose size is a power of two:
+// the entries after `hole` in its probe run move up unless their home lies cyclically in
+// (hole, next], so no tombstone is left. Returns the slot left empty, for the caller to
+// clear. `occupied(slot)` and `home(slot)` say whether a slot holds an entry and where
+// its run starts (address_table and live_block_map's shards share this).
+template <typename Slot, typename Occupied, typename Home>
+std::size_t shift_back_after(std::vector<Slot>& slots, std::size_t hole, Occupied&& occupied, Home&& home) noexcept {
+  const std::size_t mask = slots.size() - 1;
+  for (std::size_t next = (hole + 1) & mask; occupied(slots[next]); next = (next + 1) & mask) {
+    const std::size_t wanted = home(slots[next]);
+    const bool stays = hole <= next ? (wanted > hole && wanted <= next) : (wanted > hole || wanted <= next);
+    if (stays) continue;
+    slots[hole] = std::move(slots[next]);
+    hole = next;
+  }
+  return hole;
+}
+
 template <typename Value>
 class address_table {
  public:
@@ -60,15 +78,8 @@ class address_table {
     std::size_t hole = slot_of(key);
     if (hole == kAbsent) return false;
     if (removed != nullptr) *removed = std::move(slots_[hole].value);
-    // Backward shift: a later entry of the run moves into the hole unless its home lies
-    // cyclically in (hole, next].
-    for (std::size_t next = (hole + 1) & mask_; slots_[next].key != 0; next = (next + 1) & mask_) {
-      const std::size_t wanted = home(slots_[next].key);
-      const bool stays = hole <= next ? (wanted > hole && wanted <= next) : (wanted > hole || wanted <= next);
-      if (stays) continue;
-      slots_[hole] = std::move(slots_[next]);
-      hole = next;
-    }
+    hole = shift_back_after(
+        slots_, hole, [](const slot& one) { return one.key != 0; }, [this](const slot& one) { return home(one.key); });
     slots_[hole] = slot{};
     --used_;
     return true;

@@ -1,6 +1,8 @@
 // Address -> live block lookup (see live_block_map.hpp).
 #include "core/live_block_map.hpp"
 
+#include "core/address_table.hpp"
+
 namespace fragless::core {
 
 live_block_map::live_block_map() {
@@ -30,16 +32,9 @@ void live_block_map::shard::grow() {
 
 // Backward-shift deletion: later entries of the probe run move up, no tombstones.
 void live_block_map::shard::erase_at(std::size_t at) noexcept {
-  const std::size_t mask = slots.size() - 1;
-  std::size_t hole = at;
-  for (std::size_t next = (hole + 1) & mask; slots[next].address != 0; next = (next + 1) & mask) {
-    const std::size_t wanted = home(slots[next].address);
-    // Move `next` into the hole if its home is not in (hole, next] cyclically.
-    const bool stays = hole <= next ? (wanted > hole && wanted <= next) : (wanted > hole || wanted <= next);
-    if (stays) continue;
-    slots[hole] = std::move(slots[next]);
-    hole = next;
-  }
+  const std::size_t hole = shift_back_after(
+      slots, at, [](const entry& slot) { return slot.address != 0; },
+      [this](const entry& slot) { return home(slot.address); });
   slots[hole].address = 0;
   slots[hole].block = live_block{};
   --used;
