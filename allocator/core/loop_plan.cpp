@@ -96,10 +96,12 @@ struct loop_plan::layout_job {
   }
 };
 
-loop_plan::loop_plan(double headroom_fraction, double churn_headroom_fraction, bool layout_threads) noexcept
+loop_plan::loop_plan(double headroom_fraction, double churn_headroom_fraction, bool layout_threads,
+                     bool stream_affinity) noexcept
     : headroom_(headroom_fraction < 0 ? 0 : headroom_fraction),
       churn_headroom_(churn_headroom_fraction < 0 ? 0 : churn_headroom_fraction),
-      layout_threads_(layout_threads) {}
+      layout_threads_(layout_threads),
+      stream_affinity_(stream_affinity) {}
 
 loop_plan::~loop_plan() { cancel_layout(); }
 
@@ -451,12 +453,19 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   const std::size_t step_tokens = step_end - step_begin;
   std::vector<std::int64_t> block_of_phase(step_tokens, -1);
   std::vector<step_block> blocks;
+  std::vector<stream_id> step_streams;
   for (std::size_t phase = 0; phase < step_tokens; ++phase) {
     const loop_token& token = log_[step_begin + phase].token;
     if (token.size_bytes == 0) continue;
     if (blocks.size() >= kMaxPlannedBlocks) return "too many blocks";
     block_of_phase[phase] = static_cast<std::int64_t>(blocks.size());
     blocks.push_back(step_block{phase, token.size_bytes, phase, SIZE_MAX, 0});
+    // Note [Stream affinity]: the step's streams, numbered in the order they first come
+    // (all one when the stage is off: it leaves a one-stream step alone).
+    if (!stream_affinity_) continue;
+    const auto known = std::find(step_streams.begin(), step_streams.end(), token.stream);
+    blocks.back().stream_index = static_cast<std::uint32_t>(known - step_streams.begin());
+    if (known == step_streams.end()) step_streams.push_back(token.stream);
   }
   for (std::size_t phase = 0; phase < step_tokens; ++phase) {
     const logged_token& entry = log_[step_begin + phase];

@@ -191,7 +191,8 @@ class loop_plan {
   // `headroom_fraction` (the loop_plan_headroom option), or by up to
   // `churn_headroom_fraction` (loop_plan_churn_headroom) where the step's churn pays for
   // the excess. Starts disabled.
-  explicit loop_plan(double headroom_fraction, double churn_headroom_fraction = 0, bool layout_threads = true) noexcept;
+  explicit loop_plan(double headroom_fraction, double churn_headroom_fraction = 0, bool layout_threads = true,
+                     bool stream_affinity = true) noexcept;
   ~loop_plan();
   loop_plan(const loop_plan&) = delete;
   loop_plan& operator=(const loop_plan&) = delete;
@@ -315,6 +316,7 @@ class loop_plan {
   const double headroom_;
   const double churn_headroom_;
   const bool layout_threads_;           // Note [Layout threads]
+  const bool stream_affinity_;          // Note [Stream affinity]
   std::unique_ptr<layout_job> layout_;  // the layout under way, if any
   loop_plan_counters counters_;
   std::uint64_t next_sequence_ = 1;

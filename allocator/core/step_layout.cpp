@@ -8,6 +8,7 @@
 #include "core/lifetime_columns.hpp"
 #include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
+#include "core/stream_affinity.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -252,14 +253,20 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
                               bool threads) {
   const std::size_t peak_bytes = step_peak_bytes(blocks);
-  const std::size_t span = lay_out_one_direction(blocks, phases, peak_bytes, cancel, threads);
-  if (span == 0 || span <= peak_bytes) return span;
-  std::vector<step_block> reversed = time_reversed(blocks, phases);
-  const std::size_t reversed_span = lay_out_one_direction(reversed, phases, peak_bytes, cancel, threads);
-  if (reversed_span == 0) return 0;  // cancelled
-  if (reversed_span >= span) return span;
-  for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = reversed[index].offset_bytes;
-  return reversed_span;
+  std::size_t span = lay_out_one_direction(blocks, phases, peak_bytes, cancel, threads);
+  if (span == 0) return 0;  // cancelled
+  if (span > peak_bytes) {
+    std::vector<step_block> reversed = time_reversed(blocks, phases);
+    const std::size_t reversed_span = lay_out_one_direction(reversed, phases, peak_bytes, cancel, threads);
+    if (reversed_span == 0) return 0;  // cancelled
+    if (reversed_span < span) {
+      for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = reversed[index].offset_bytes;
+      span = reversed_span;
+    }
+  }
+  settle_stream_affinity(blocks, phases, span, cancel);  // Note [Stream affinity]
+  if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
+  return span;
 }
 
 std::vector<std::int64_t> step_live_changes(const std::vector<step_block>& blocks, std::size_t phases) {

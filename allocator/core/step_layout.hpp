@@ -31,6 +31,7 @@ struct step_block {
   std::size_t first_begin, first_end, second_end;
   std::size_t offset_bytes = 0;
   std::size_t from_start = 0;
+  std::uint32_t stream_index = 0;  // which of the step's streams makes it (Note [Stream affinity])
   std::size_t lifetime() const noexcept { return first_end - first_begin + second_end; }
 };
 
@@ -111,8 +112,9 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 // where no thread can be had) -- keeps the narrowest layout, refines it (refine_layout),
 // searches on from it (skyline_layout) and tries a ring (ring_layout); where that stays
 // above the step's peak, does it all again on the step run backwards (time_reversed) and
-// keeps the narrower, in `blocks`; returns its span (0 when cancelled). Throws only
-// std::bad_alloc.
+// keeps the narrower, in `blocks`; then, within that span, moves blocks towards places of
+// their own stream (settle_stream_affinity, Note [Stream affinity]). Returns the span (0
+// when cancelled). Throws only std::bad_alloc.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
                               bool threads);
 

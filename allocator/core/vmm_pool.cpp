@@ -14,7 +14,8 @@ namespace fragless::core {
 vmm_pool::vmm_pool(backend::backend& device_backend, int device, event_pool& events, const cache_settings& settings)
     : large_pool(device_backend, device, events, settings),
       compaction_age_passes_(settings.compaction_age_passes < 1 ? 1 : settings.compaction_age_passes),
-      plan_(settings.conf.loop_plan_headroom, settings.conf.loop_plan_churn_headroom, settings.conf.loop_plan_threads) {}
+      plan_(settings.conf.loop_plan_headroom, settings.conf.loop_plan_churn_headroom, settings.conf.loop_plan_threads,
+            settings.conf.loop_plan_stream_affinity) {}
 
 vmm_pool::~vmm_pool() {
   // Teardown: give back whatever is left; live blocks are the program's leak.

@@ -2,13 +2,15 @@
 // pages than its peak settles at zero device calls with a plan (and keeps moving pages
 // without one), every block's data survives, the race oracle stays at zero, a plan's
 // range lies over the loop's own pages even below a block kept across steps or an empty
-// slab, a planned block waits only for the streams that freed its bytes, and a deviation
-// leaves the plan without losing memory or consistency.
+// slab, a planned block waits only for the streams that freed its bytes, a planned step of
+// four streams reuses its places within each stream more than its plain layout did, and a
+// deviation leaves the plan without losing memory or consistency.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -23,10 +25,11 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kPage = 2 * kMiB;
+constexpr int kStreams = 4;
 
 struct step_shape {
   std::vector<std::size_t> sizes;
-  std::vector<int> streams;                           // 0 or 1
+  std::vector<int> streams;                           // 0 .. kStreams - 1
   std::vector<std::vector<std::size_t>> frees_after;  // blocks freed after allocation k
 };
 
@@ -81,6 +84,32 @@ step_shape steady_blocks_beside_one_stream_rounds(std::size_t steady_blocks) {
   return shape;
 }
 
+// A step of 96 blocks on four streams taking turns at random, each block living for a
+// drawn number of the step's allocations (the shape of corpus many-streams, small): sizes
+// 1-8 MiB in 256 KiB units; what is live at the step's end is freed there.
+step_shape interleaved_streams(std::uint32_t seed) {
+  std::mt19937 random(seed);
+  step_shape shape;
+  std::vector<std::pair<std::size_t, std::size_t>> pending;  // (due, block)
+  constexpr std::size_t kBlocks = 96;
+  for (std::size_t index = 0; index < kBlocks; ++index) {
+    shape.sizes.push_back((4 + random() % 29) * 256 * 1024);
+    shape.streams.push_back(static_cast<int>(random() % kStreams));
+    shape.frees_after.push_back({});
+    pending.emplace_back(index + 1 + random() % 12, index);
+    for (std::size_t at = 0; at < pending.size();) {
+      if (pending[at].first <= index || index + 1 == kBlocks) {
+        shape.frees_after.back().push_back(pending[at].second);
+        pending[at] = pending.back();
+        pending.pop_back();
+      } else {
+        ++at;
+      }
+    }
+  }
+  return shape;
+}
+
 struct loop_result {
   std::vector<std::int64_t> calls_per_step;
   std::vector<std::int64_t> reuses_across_streams_per_step;  // blocks ordered after another stream
@@ -100,7 +129,8 @@ loop_result run_loop(const core::cache_settings& settings, const step_shape& sha
   reset_simcuda();
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
-  void* streams[2] = {create_stream(), create_stream()};
+  void* streams[kStreams];
+  for (void*& stream : streams) stream = create_stream();
   void* fence = nullptr;
   if (fence_bytes > 0) {
     void* below = instance->allocate(fence_bytes, 0, streams[0]);
@@ -147,8 +177,7 @@ loop_result run_loop(const core::cache_settings& settings, const step_shape& sha
   cache.compact();
   const device_stats after = cache.stats();
   CHECK(after.reserved_bytes[pool_all].current <= static_cast<std::int64_t>(core::kCachedPagesKept * kPage));
-  destroy_stream(streams[0]);
-  destroy_stream(streams[1]);
+  for (void* stream : streams) destroy_stream(stream);
   return result;
 }
 
@@ -236,6 +265,30 @@ TEST_CASE("a planned block waits only for the streams that freed its own bytes",
   CHECK(planned.calls_per_step.back() == 0);
   REQUIRE(planned.stats.num_planned_allocations >= static_cast<std::int64_t>(shape.sizes.size()));
   CHECK(planned.reuses_across_streams_per_step.back() == 0);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("a planned step of streams taking turns reuses its places within each stream", "[loop_plans][streams]") {
+  // Note [Stream affinity]: the layout, by size and lifetime, puts one stream's blocks where
+  // the others' were; within the same span the stage moves them to places their own stream
+  // left.
+  const step_shape shape = interleaved_streams(GENERATE(1u, 2u, 3u));
+  core::cache_settings without_affinity;
+  without_affinity.conf.loop_plan_stream_affinity = false;
+  const loop_result plain = run_loop(without_affinity, shape, 8);
+  const loop_result affine = run_loop(core::cache_settings{}, shape, 8);
+  INFO("reuses across streams in the last step: " << plain.reuses_across_streams_per_step.back() << " without, "
+                                                  << affine.reuses_across_streams_per_step.back() << " with");
+  for (const loop_result* run : {&plain, &affine}) {
+    CHECK(run->patterns_intact);
+    CHECK(run->stats.num_loop_plans == 1);
+    CHECK(run->stats.num_loop_plans_abandoned == 0);
+    CHECK(run->calls_per_step.back() == 0);
+  }
+  REQUIRE(plain.reuses_across_streams_per_step.back() > 0);  // the shape is one that crosses
+  CHECK(affine.reuses_across_streams_per_step.back() < plain.reuses_across_streams_per_step.back());
+  CHECK(affine.peak_reserved_bytes == plain.peak_reserved_bytes);  // the same span
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
 }
