@@ -16,30 +16,18 @@
 #include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
 #include "core/step_layout.hpp"
+#include "step_blocks.hpp"
 
 using fragless::core::kLayoutOrders;
 using fragless::core::lay_out;
 using fragless::core::lay_out_narrowest;
 using fragless::core::layout_order;
 using fragless::core::step_block;
+using fragless::testing::layout_faults;
+using fragless::testing::live_at;
+using fragless::testing::make_block;
 
 namespace {
-
-// Phases [begin, end) of a step of `phases`, wrapping past the end when end < begin.
-step_block make_block(std::size_t index, std::size_t size_bytes, std::size_t begin, std::size_t end,
-                      std::size_t phases, std::size_t start_phase) {
-  step_block block{index, size_bytes, begin, end, 0};
-  if (end <= begin) {
-    block.first_end = phases;
-    block.second_end = end;
-  }
-  block.from_start = (begin + phases - start_phase) % phases;
-  return block;
-}
-
-bool live_at(const step_block& block, std::size_t phase) {
-  return (phase >= block.first_begin && phase < block.first_end) || phase < block.second_end;
-}
 
 std::size_t peak_live_bytes(const std::vector<step_block>& blocks, std::size_t phases) {
   std::size_t peak = 0;
@@ -49,23 +37,6 @@ std::size_t peak_live_bytes(const std::vector<step_block>& blocks, std::size_t p
     peak = std::max(peak, live);
   }
   return peak;
-}
-
-// Two blocks live at a common phase must not share a byte; the span covers every block.
-std::size_t overlaps(const std::vector<step_block>& blocks, std::size_t phases, std::size_t span) {
-  std::size_t found = 0;
-  for (std::size_t a = 0; a < blocks.size(); ++a) {
-    if (blocks[a].offset_bytes + blocks[a].size_bytes > span) ++found;
-    for (std::size_t b = a + 1; b < blocks.size(); ++b) {
-      bool meet = false;
-      for (std::size_t phase = 0; phase < phases && !meet; ++phase) meet = live_at(blocks[a], phase) && live_at(blocks[b], phase);
-      if (!meet) continue;
-      const bool apart = blocks[a].offset_bytes + blocks[a].size_bytes <= blocks[b].offset_bytes ||
-                         blocks[b].offset_bytes + blocks[b].size_bytes <= blocks[a].offset_bytes;
-      if (!apart) ++found;
-    }
-  }
-  return found;
 }
 
 // Random lifetimes over a step of `phases`, a fifth of them wrapping past its end.
@@ -158,7 +129,7 @@ TEST_CASE("every layout order places blocks that live at once apart, at or above
       INFO("order " << static_cast<int>(order));
       std::vector<step_block> blocks = step;
       const std::size_t span = lay_out(blocks, order, nullptr);
-      CHECK(overlaps(blocks, kPhases, span) == 0);
+      CHECK(layout_faults(blocks, kPhases, span) == 0);
       CHECK(span >= peak);
     }
   }
@@ -201,7 +172,7 @@ TEST_CASE("the narrowest layout is kept, refined, searched on and tried as a rin
     CHECK(lay_out_narrowest(one_thread, kPhases, nullptr, false) == refined_span);
     CHECK(lay_out_narrowest(two_threads, kPhases, nullptr, true) == refined_span);
     CHECK(refined_span >= peak_live_bytes(step, kPhases));
-    CHECK(overlaps(one_thread, kPhases, refined_span) == 0);
+    CHECK(layout_faults(one_thread, kPhases, refined_span) == 0);
     for (std::size_t index = 0; index < step.size(); ++index) {
       CHECK(one_thread[index].offset_bytes == refined[index].offset_bytes);
       CHECK(one_thread[index].offset_bytes == two_threads[index].offset_bytes);
@@ -326,7 +297,7 @@ TEST_CASE("serving steps of growing caches: the step's orders beat largest-first
     }
     std::vector<step_block> blocks = step;
     const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
-    CHECK(overlaps(blocks, phases, span) == 0);
+    CHECK(layout_faults(blocks, phases, span) == 0);
     CHECK(span >= peak_live_bytes(step, phases));
     CHECK(fragless::core::step_peak_bytes(step) == peak_live_bytes(step, phases));
     CHECK(span <= narrowest);  // refining never widens
@@ -359,7 +330,7 @@ TEST_CASE("the skyline search narrows refined layouts, never widens them, and is
     const std::size_t span = fragless::core::skyline_layout(searched, refined_span, nullptr);
     CHECK(span <= refined_span);
     CHECK(span >= peak);
-    CHECK(overlaps(searched, kPhases, span) == 0);
+    CHECK(layout_faults(searched, kPhases, span) == 0);
     CHECK(fragless::core::skyline_layout(again, refined_span, nullptr) == span);
     for (std::size_t index = 0; index < step.size(); ++index) {
       CHECK(again[index].offset_bytes == searched[index].offset_bytes);
@@ -409,7 +380,7 @@ TEST_CASE("serving steps of growing caches: the skyline search in the step's ord
     const std::size_t span = fragless::core::skyline_layout(blocks, refined_span, nullptr);
     CHECK(span <= refined_span);
     CHECK(span >= peak);
-    CHECK(overlaps(blocks, phases, span) == 0);
+    CHECK(layout_faults(blocks, phases, span) == 0);
     if (span < refined_span) ++narrower;
     log_before_sum += std::log(static_cast<double>(refined_span) / static_cast<double>(peak));
     log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
@@ -437,7 +408,7 @@ TEST_CASE("growing caches are laid out narrower backwards where they shrink", "[
     const std::size_t forward_span = fragless::core::skyline_layout(forward, refined_narrowest(step, &forward), nullptr);
     std::vector<step_block> blocks = step;
     const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
-    CHECK(overlaps(blocks, phases, span) == 0);
+    CHECK(layout_faults(blocks, phases, span) == 0);
     CHECK(span <= forward_span);
     CHECK(span >= peak);
     if (span < forward_span) ++narrower;
@@ -493,7 +464,7 @@ TEST_CASE("the ring layout places blocks that live at once apart, never widens, 
     const std::size_t span = fragless::core::ring_layout(blocks, kPhases, peak, refined_span, nullptr);
     CHECK(span <= refined_span);
     CHECK(span >= peak);
-    CHECK(overlaps(blocks, kPhases, span) == 0);
+    CHECK(layout_faults(blocks, kPhases, span) == 0);
     if (span == refined_span)
       for (std::size_t index = 0; index < step.size(); ++index) CHECK(blocks[index].offset_bytes == refined[index].offset_bytes);
     std::vector<step_block> again = refined;
@@ -538,7 +509,7 @@ TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-fi
       std::vector<step_block> blocks;
       const std::size_t searched_span = fragless::core::skyline_layout(blocks, refined_narrowest(step, &blocks), nullptr);
       const std::size_t span = fragless::core::ring_layout(blocks, phases, peak, searched_span, nullptr);
-      CHECK(overlaps(blocks, phases, span) == 0);
+      CHECK(layout_faults(blocks, phases, span) == 0);
       CHECK(span <= searched_span);
       CHECK(span >= peak);
       if (span < searched_span) ++narrower;

@@ -12,45 +12,22 @@
 
 #include "core/step_layout.hpp"
 #include "core/stream_affinity.hpp"
+#include "step_blocks.hpp"
 
 using fragless::core::cross_stream_neighbours;
 using fragless::core::kStreamAffinityMaxBlocks;
 using fragless::core::lay_out_narrowest;
 using fragless::core::settle_stream_affinity;
 using fragless::core::step_block;
+using fragless::testing::layout_faults;
 
 namespace {
 
-step_block make_block(std::size_t index, std::size_t size_bytes, std::size_t begin, std::size_t end,
-                      std::size_t phases, std::uint32_t stream) {
-  step_block block{index, size_bytes, begin, end, 0};
-  if (end <= begin) {
-    block.first_end = phases;
-    block.second_end = end;
-  }
+step_block stream_block(std::size_t index, std::size_t size_bytes, std::size_t begin, std::size_t end,
+                        std::size_t phases, std::uint32_t stream) {
+  step_block block = fragless::testing::make_block(index, size_bytes, begin, end, phases, 0);
   block.stream_index = stream;
   return block;
-}
-
-bool live_at(const step_block& block, std::size_t phase) {
-  return (phase >= block.first_begin && phase < block.first_end) || phase < block.second_end;
-}
-
-// Blocks live at a common phase that share a byte, and blocks that end past the span.
-std::size_t faults(const std::vector<step_block>& blocks, std::size_t phases, std::size_t span) {
-  std::size_t found = 0;
-  for (std::size_t a = 0; a < blocks.size(); ++a) {
-    if (blocks[a].offset_bytes + blocks[a].size_bytes > span) ++found;
-    for (std::size_t b = a + 1; b < blocks.size(); ++b) {
-      bool meet = false;
-      for (std::size_t phase = 0; phase < phases && !meet; ++phase) meet = live_at(blocks[a], phase) && live_at(blocks[b], phase);
-      if (!meet) continue;
-      const bool apart = blocks[a].offset_bytes + blocks[a].size_bytes <= blocks[b].offset_bytes ||
-                         blocks[b].offset_bytes + blocks[b].size_bytes <= blocks[a].offset_bytes;
-      if (!apart) ++found;
-    }
-  }
-  return found;
 }
 
 // A step of `count` blocks over `streams` streams, each phase one event: a block is made
@@ -67,7 +44,7 @@ std::vector<step_block> random_step(std::uint32_t seed, std::size_t count, std::
     std::size_t begin = order[2 * index], end = order[2 * index + 1];
     if (end < begin && random() % 5 != 0) std::swap(begin, end);
     const std::size_t size_bytes = std::size_t{512} << (random() % 12);
-    blocks.push_back(make_block(begin, size_bytes, begin, end, phases, static_cast<std::uint32_t>(random() % streams)));
+    blocks.push_back(stream_block(begin, size_bytes, begin, end, phases, static_cast<std::uint32_t>(random() % streams)));
   }
   *phases_out = phases;
   return blocks;
@@ -85,12 +62,12 @@ TEST_CASE("stream affinity keeps random layouts valid and as wide, with fewer cr
     const std::size_t span = lay_out_narrowest(laid, phases, nullptr, false);
     REQUIRE(span > 0);
     for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = laid[index].offset_bytes;
-    REQUIRE(faults(blocks, phases, span) == 0);
+    REQUIRE(layout_faults(blocks, phases, span) == 0);
     const std::size_t before = cross_stream_neighbours(blocks, phases);
     settle_stream_affinity(blocks, phases, span, nullptr);
     const std::size_t after = cross_stream_neighbours(blocks, phases);
     CAPTURE(seed, before, after);
-    CHECK(faults(blocks, phases, span) == 0);
+    CHECK(layout_faults(blocks, phases, span) == 0);
     CHECK(after <= before);
     before_total += before;
     after_total += after;
@@ -111,19 +88,19 @@ TEST_CASE("a place left by a block's own stream is taken over") {
   // whose other holder is of its own stream, or that no one else holds.
   constexpr std::size_t kPhases = 8;
   std::vector<step_block> blocks = {
-      make_block(0, 4096, 0, 2, kPhases, 0),  // A0: phases 0-1
-      make_block(1, 4096, 1, 3, kPhases, 1),  // B0: phases 1-2
-      make_block(4, 4096, 4, 6, kPhases, 1),  // B1: phases 4-5
-      make_block(5, 4096, 5, 7, kPhases, 0),  // A1: phases 5-6
+      stream_block(0, 4096, 0, 2, kPhases, 0),  // A0: phases 0-1
+      stream_block(1, 4096, 1, 3, kPhases, 1),  // B0: phases 1-2
+      stream_block(4, 4096, 4, 6, kPhases, 1),  // B1: phases 4-5
+      stream_block(5, 4096, 5, 7, kPhases, 0),  // A1: phases 5-6
   };
   blocks[0].offset_bytes = 0;
   blocks[1].offset_bytes = 4096;
   blocks[2].offset_bytes = 0;
   blocks[3].offset_bytes = 4096;
-  REQUIRE(faults(blocks, kPhases, 3 * 4096) == 0);
+  REQUIRE(layout_faults(blocks, kPhases, 3 * 4096) == 0);
   REQUIRE(cross_stream_neighbours(blocks, kPhases) == 4);  // each reuse, and each again a step later
   CHECK(settle_stream_affinity(blocks, kPhases, 3 * 4096, nullptr) > 0);
-  CHECK(faults(blocks, kPhases, 3 * 4096) == 0);
+  CHECK(layout_faults(blocks, kPhases, 3 * 4096) == 0);
   CHECK(cross_stream_neighbours(blocks, kPhases) == 0);
   CHECK(blocks[1].offset_bytes == blocks[2].offset_bytes);  // B0 took over where B1 is
 }
@@ -138,7 +115,7 @@ TEST_CASE("one stream, or too many blocks, leaves the layout alone") {
 
   std::vector<step_block> many(kStreamAffinityMaxBlocks + 1);
   for (std::size_t index = 0; index < many.size(); ++index)
-    many[index] = make_block(2 * index, 512, 2 * index, 2 * index + 1, 2 * many.size(), static_cast<std::uint32_t>(index % 2));
+    many[index] = stream_block(2 * index, 512, 2 * index, 2 * index + 1, 2 * many.size(), static_cast<std::uint32_t>(index % 2));
   CHECK(settle_stream_affinity(many, 2 * many.size(), 512, nullptr) == 0);
 }
 
@@ -151,7 +128,7 @@ TEST_CASE("a cancelled stream affinity stage stops with a valid layout") {
   for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = laid[index].offset_bytes;
   std::atomic<bool> cancelled{true};
   CHECK(settle_stream_affinity(blocks, phases, span, &cancelled) == 0);
-  CHECK(faults(blocks, phases, span) == 0);
+  CHECK(layout_faults(blocks, phases, span) == 0);
   CHECK(lay_out_narrowest(blocks, phases, &cancelled, false) == 0);
 }
 
