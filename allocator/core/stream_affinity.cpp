@@ -25,14 +25,15 @@ namespace fragless::core {
 // has fewer. The candidate places are the edges of the gaps its lifetime leaves free and
 // the places of the blocks of its own stream nearest to it in time (their start, or their
 // end less its size), so that a block can take over where its own stream left. Largest
-// blocks first, three rounds at most, a round with no move ending it. The span, and so
+// blocks first, two rounds at most, a round with no move ending it. The span, and so
 // reserved memory, never changes; only which bytes each block holds does.
-// Measured on laid-out steady steps of corpus seeds (simulated waits, a debug dump of the
-// plan, not committed): pipeline-1f1b seed 1 60 waits a step -> 0,
-// sharded-data-parallel seed 1 173 -> 4, many-streams seed 1 (ten streams) 916 -> 382;
-// README and docs/compaction.md ("Stream affinity") have the corpus figures.
-// The stage is blocks^2 work: a step of more than kStreamAffinityMaxBlocks keeps its
-// layout as the earlier stages left it.
+// Steady-pass event calls (records and waits, simcuda's counts, five repetitions,
+// loop_plan_stream_affinity off -> on): corpus many-streams seed 1 (ten streams) 1,577 ->
+// 739, pipeline-1f1b seed 1 120 -> 0, sharded-data-parallel seed 1 346 -> 10;
+// docs/compaction.md ("Kept: stream affinity") has the corpus figures. The stage is
+// about blocks^2 work (two rounds took 42 ms on that many-streams step of 1,069 blocks,
+// whose layout took 8 ms): a step of more than kStreamAffinityMaxBlocks keeps its layout
+// as the earlier stages left it.
 
 namespace {
 
