@@ -5,11 +5,12 @@
 // [Layout refinement]) and, where it is still wider than the step's peak, searching once
 // more (Note [Skyline layout], skyline_layout.hpp), laying it out as a ring (Note [Ring
 // layout], ring_layout.hpp) and then doing it all on the step run backwards (Note [Time
-// reversal]).
+// reversal]); last, within the span found, moving blocks to places their own stream left
+// (Note [Stream affinity], stream_affinity.hpp).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
-// same layout, on one thread or several; refining, the search and the ring never widen a
-// layout.
+// same layout, on one thread or several; refining, the search, the ring and stream
+// affinity never widen a layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
 #pragma once
 
