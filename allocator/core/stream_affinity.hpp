@@ -32,7 +32,7 @@ std::size_t settle_stream_affinity(std::vector<step_block>& blocks, std::size_t 
 // The cross-stream neighbours of the layout: for each block, the distinct blocks of other
 // streams that hold one of its bytes last before it is made or first after it is freed,
 // the step repeating. A loop that follows the layout makes a cross-stream wait for at most
-// this many reuses a step. For tests and the debug log.
+// this many reuses a step. For tests.
 std::size_t cross_stream_neighbours(const std::vector<step_block>& blocks, std::size_t phases);
 
 }  // namespace fragless::core
