@@ -31,9 +31,11 @@ namespace fragless::core {
 // loop_plan_stream_affinity off -> on): corpus many-streams seed 1 (ten streams) 1,577 ->
 // 739, pipeline-1f1b seed 1 120 -> 0, sharded-data-parallel seed 1 346 -> 10;
 // docs/compaction.md ("Kept: stream affinity") has the corpus figures. The stage is
-// about blocks^2 work (two rounds took 42 ms on that many-streams step of 1,069 blocks,
-// whose layout took 8 ms): a step of more than kStreamAffinityMaxBlocks keeps its layout
-// as the earlier stages left it.
+// about blocks^2 work (two rounds take 28 ms on that many-streams step of 1,069 blocks,
+// whose layout takes 10 ms; 41 ms before a place's count stopped where it could no longer
+// win and the nearest block holding a whole place was found without a heap -- the same
+// moves): a step of more than kStreamAffinityMaxBlocks keeps its layout as the earlier
+// stages left it.
 
 namespace {
 
@@ -73,6 +75,13 @@ std::size_t foreign_nearest(const std::vector<step_block>& blocks, std::uint32_t
                             std::vector<std::pair<std::size_t, std::size_t>>& by_distance, std::size_t begin,
                             std::size_t end, std::vector<std::pair<std::size_t, std::size_t>>& covered,
                             std::size_t limit = SIZE_MAX) {
+  if (by_distance.empty()) return 0;
+  // Most often the nearest block alone holds every byte: one pass finds it, and no heap is
+  // built (the heap's first pop would take the same block).
+  const auto nearest = std::min_element(by_distance.begin(), by_distance.end());
+  const step_block& nearest_block = blocks[nearest->second];
+  if (nearest_block.offset_bytes <= begin && nearest_block.offset_bytes + nearest_block.size_bytes >= end)
+    return nearest_block.stream_index != stream ? 1 : 0;
   const auto farther = [](const auto& x, const auto& y) { return x > y; };
   std::make_heap(by_distance.begin(), by_distance.end(), farther);
   covered.clear();  // disjoint, sorted intervals already claimed by nearer blocks
@@ -145,22 +154,32 @@ class affinity_search {
     std::size_t best_cost = here, best_offset = block.offset_bytes;
     auto consider = [&](std::size_t offset) {
       if (offset == block.offset_bytes) return;
-      // Only a place as good as the best so far matters: its count stops one above.
-      const std::size_t cost = cost_at(index, offset, best_cost + 1);
-      if (cost < best_cost || (cost == best_cost && cost < here && offset < best_offset)) {
+      // A place wins with fewer foreign neighbours than the best so far, or as few at a lower
+      // address once that best beats the block's own place: its count stops where it cannot
+      // win, and a place that cannot win (none has fewer than zero) is not counted at all.
+      const bool ties_win = best_cost < here && offset < best_offset;
+      const std::size_t limit = ties_win ? best_cost + 1 : best_cost;
+      if (limit == 0) return;
+      const std::size_t cost = cost_at(index, offset, limit);
+      if (cost < best_cost || (cost == best_cost && ties_win)) {
         best_cost = cost;
         best_offset = offset;
       }
     };
+    // The winner is the least (count, address) of the places that beat the block's own, in
+    // whatever order they are counted; the own stream's places go first, as they are the
+    // likeliest to win, so that the limits above cut the other counts short.
+    edge_places_.clear();
+    own_places_.clear();
     auto gap = [&](std::size_t begin, std::size_t end) {
       if (end - begin < block.size_bytes) return;
-      consider(begin);
-      consider(end - block.size_bytes);
+      edge_places_.push_back(begin);
+      edge_places_.push_back(end - block.size_bytes);
       for (const auto& [distance, other] : own_) {
         const step_block& each = blocks_[other];
         const std::size_t aligned_end = each.offset_bytes + each.size_bytes;
-        if (each.offset_bytes >= begin && each.offset_bytes + block.size_bytes <= end) consider(each.offset_bytes);
-        if (aligned_end >= begin + block.size_bytes && aligned_end <= end) consider(aligned_end - block.size_bytes);
+        if (each.offset_bytes >= begin && each.offset_bytes + block.size_bytes <= end) own_places_.push_back(each.offset_bytes);
+        if (aligned_end >= begin + block.size_bytes && aligned_end <= end) own_places_.push_back(aligned_end - block.size_bytes);
       }
     };
     std::size_t gap_begin = 0;
@@ -169,6 +188,8 @@ class affinity_search {
       gap_begin = std::max(gap_begin, end);
     }
     if (gap_begin < span_bytes_) gap(gap_begin, span_bytes_);
+    for (std::size_t offset : own_places_) consider(offset);
+    for (std::size_t offset : edge_places_) consider(offset);
     if (best_offset == block.offset_bytes) return false;
     std::vector<placed>& tier = tiers_[tier_of(index)];
     tier.erase(std::lower_bound(tier.begin(), tier.end(), placed{block.offset_bytes, block.offset_bytes + block.size_bytes, index}));
@@ -223,7 +244,7 @@ class affinity_search {
   step_view view_;
   std::size_t span_bytes_;
   std::vector<placed> tiers_[kTiers];  // blocks by size tier, each in address order
-  std::vector<std::size_t> used_tiers_, under_;
+  std::vector<std::size_t> used_tiers_, under_, own_places_, edge_places_;
   std::vector<std::pair<std::size_t, std::size_t>> occupied_, own_, nearest_, covered_;
 };
 
