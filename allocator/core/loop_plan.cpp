@@ -186,6 +186,7 @@ void loop_plan::take_refused_layout() noexcept {
   // The memory is there (the caller checked): the hand-over is not weighed against the
   // loop's churn.
   paid_churn_bytes_ = SIZE_MAX;
+  paid_moved_bytes_ = SIZE_MAX;
   pending_ = true;
   if (log_enabled(log_level::debug))
     log_message(log_level::debug, "loop plan: the refused step of " + std::to_string(plan_.size()) +
@@ -223,38 +224,46 @@ bool loop_plan::deviates(std::size_t size_bytes, stream_id stream) const noexcep
   return placing_ && !(plan_[phase_].token == loop_token{size_bytes, 0, stream});
 }
 
-std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, std::int64_t churn_bytes,
+std::uint64_t loop_plan::record_allocation(std::size_t size_bytes, stream_id stream, const loop_churn& churn,
                                            bool own_mapping) noexcept {
   const std::uint64_t sequence = next_sequence_++;
   if (!enabled_) return sequence;
-  latest_churn_bytes_ = churn_bytes;
+  latest_churn_ = churn;
   const loop_token token{size_bytes, 0, stream};
   if (active_) {
     follow(token);
     // Note [Layout threads]: recorded meanwhile; Note [Move budget]: and beside a refused step.
     if (active_ && layout_ == nullptr && !refused_) return sequence;
   }
-  if (recording(churn_bytes)) append(logged_token{token, sequence, churn_bytes, own_mapping});
+  if (recording(churn)) append(logged_token{token, sequence, churn, own_mapping});
   return sequence;
 }
 
-// Note [Loop plans]: recording starts at the first page move, and pauses after a whole log
-// without one, so a pool that never moves pages pays nothing for it.
-bool loop_plan::recording(std::int64_t churn_bytes) noexcept {
-  if (!recording_ && churn_bytes != churn_when_paused_bytes_) recording_ = true;
+// Note [Loop plans]: recording starts at the first page move (or cross-stream wait, Note
+// [Waits as churn]), and pauses after a whole log without one, so a pool that never moves
+// pages nor waits pays nothing for it. After a whole log of waits without a plan, only a
+// page move starts it again (and waits count again from there).
+bool loop_plan::recording(const loop_churn& churn) noexcept {
+  if (recording_) return true;
+  if (churn.moved_bytes != churn_when_paused_.moved_bytes) {
+    recording_ = true;
+    waits_exhausted_ = false;
+  } else if (!waits_exhausted_ && churn.waited_bytes != churn_when_paused_.waited_bytes) {
+    recording_ = true;
+  }
   return recording_;
 }
 
-void loop_plan::record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept {
+void loop_plan::record_release(std::uint64_t sequence, const loop_churn& churn) noexcept {
   if (!enabled_) return;
-  latest_churn_bytes_ = churn_bytes;
+  latest_churn_ = churn;
   const loop_token token{0, next_sequence_ - sequence, nullptr};
   if (active_) {
     follow(token);
     // Note [Layout threads]: recorded meanwhile; Note [Move budget]: and beside a refused step.
     if (active_ && layout_ == nullptr && !refused_) return;
   }
-  if (recording(churn_bytes)) append(logged_token{token, sequence, churn_bytes});
+  if (recording(churn)) append(logged_token{token, sequence, churn});
 }
 
 void loop_plan::follow(const loop_token& token) noexcept {
@@ -269,7 +278,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
   if (layout_ != nullptr && !finish_layout()) return;  // Note [Layout threads]
   if (postponed_) {
     postponed_ = false;
-    if (latest_churn_bytes_ == churn_when_postponed_bytes_) {
+    if (latest_churn_ == churn_when_postponed_) {
       // The step moved nothing: the loop settled by itself. Not a failure.
       active_ = false;
       plan_.clear();
@@ -277,8 +286,10 @@ void loop_plan::follow(const loop_token& token) noexcept {
       return;
     }
     // Note [Loop plans]: what the loop churned without the plan counts toward its hand-over.
-    last_step_churn_bytes_ = static_cast<std::size_t>(latest_churn_bytes_ - churn_when_postponed_bytes_);
+    last_step_churn_bytes_ = static_cast<std::size_t>(latest_churn_.total_bytes() - churn_when_postponed_.total_bytes());
     paid_churn_bytes_ = saturating_add(paid_churn_bytes_, last_step_churn_bytes_);
+    paid_moved_bytes_ = saturating_add(
+        paid_moved_bytes_, static_cast<std::size_t>(latest_churn_.moved_bytes - churn_when_postponed_.moved_bytes));
   }
   pending_ = true;
 }
@@ -294,8 +305,10 @@ std::size_t loop_plan::hand_over_allowance_bytes() const noexcept {
 void loop_plan::postpone() noexcept {
   pending_ = false;
   postponed_ = true;
-  hand_over_waited_ = true;
-  churn_when_postponed_bytes_ = latest_churn_bytes_;
+  // Note [Page moves]: the growth allowance is for a loop that moves pages while its plan
+  // waits; one that only waits (Note [Waits as churn]) moves none.
+  if (paid_moved_bytes_ != 0) hand_over_waited_ = true;
+  churn_when_postponed_ = latest_churn_;
 }
 
 void loop_plan::activate() noexcept {
@@ -351,12 +364,17 @@ void loop_plan::clear_log() noexcept {
 void loop_plan::append(const logged_token& entry) noexcept {
   try {
     if (log_.size() >= kMaxLogTokens) {
-      planning_failed_ = true;
-      // A whole log without a plan: any step may be planned again; and if no page moved
-      // meanwhile, recording pauses until one does.
-      if (log_.front().churn_bytes == entry.churn_bytes) {
+      // A whole log without a plan: any step may be planned again, and planning has
+      // failed (Note [Move budget]) -- unless the log churned by waits alone (Note [Waits
+      // as churn]). If no page moved meanwhile, recording pauses until one does (or a
+      // wait, unless the log's waits found no plan).
+      const bool moved = log_.front().churn.moved_bytes != entry.churn.moved_bytes;
+      const bool waited = log_.front().churn.waited_bytes != entry.churn.waited_bytes;
+      if (moved || !waited) planning_failed_ = true;
+      if (!moved) {
+        if (waited) waits_exhausted_ = true;
         recording_ = false;
-        churn_when_paused_bytes_ = entry.churn_bytes;
+        churn_when_paused_ = entry.churn;
       }
       clear_log();
       min_step_tokens_ = kMinStepTokens;
@@ -398,9 +416,9 @@ void loop_plan::look_for_step() {
   // The step is (previous, newest]; frees in it may reach one step further back.
   next_build_position_ = newest + step_tokens;
   waiting_step_tokens_ = 0;
-  // Note [Loop plans]: only a step that moved pages is planned; whether the loop keeps
-  // moving them is weighed when the plan starts (postpone()).
-  if (log_[newest].churn_bytes == log_[previous].churn_bytes) return;
+  // Note [Loop plans]: only a step that moved pages (or waited, Note [Waits as churn]) is
+  // planned; whether the loop keeps doing so is weighed when the plan starts (postpone()).
+  if (log_[newest].churn == log_[previous].churn) return;
   const std::pair<std::uint64_t, std::size_t> step{window_hash_, step_tokens};
   if (std::find(rejected_steps_.begin(), rejected_steps_.end(), step) != rejected_steps_.end()) {
     if (!active_) follow_refused(previous + 1, newest + 1, false);  // Note [Move budget]
@@ -408,8 +426,11 @@ void loop_plan::look_for_step() {
   }
   built_tokens_ += step_tokens;
   const std::int64_t build_start_ns = now_ns();
-  const auto step_churn_bytes = static_cast<std::size_t>(log_[newest].churn_bytes - log_[previous].churn_bytes);
-  const char* rejected = build_plan(previous + 1, newest + 1, step_churn_bytes, step);
+  const auto step_churn_bytes = static_cast<std::size_t>(log_[newest].churn.total_bytes() - log_[previous].churn.total_bytes());
+  const auto step_moved_bytes = static_cast<std::size_t>(log_[newest].churn.moved_bytes - log_[previous].churn.moved_bytes);
+  // The layout's width is weighed against the pages moved alone: what the move budget
+  // would create instead (build_plan).
+  const char* rejected = build_plan(previous + 1, newest + 1, step_moved_bytes, step);
   const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     active_ = true;
@@ -418,6 +439,7 @@ void loop_plan::look_for_step() {
     pending_ = start_phase_ == 0;
     postponed_ = false;
     paid_churn_bytes_ = last_step_churn_bytes_ = step_churn_bytes;
+    paid_moved_bytes_ = step_moved_bytes;
   } else {
     ++counters_.plans_rejected;
     // Note [Loop plans]: tried again as soon as a step no longer reaches the blocks made

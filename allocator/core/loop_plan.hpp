@@ -55,14 +55,14 @@ struct step_block;  // core/step_layout.hpp
 //    examined at most two tokens per token logged (a build examines its step; one
 //    candidate per step examined at most one).
 //  - Building: the step is the tokens since that window. Recording starts at a page
-//    move, usually inside a step, so the first step found often frees a block made before
+//    move (or a cross-stream wait, Note [Waits as churn]), usually inside a step, so the first step found often frees a block made before
 //    recording began and cannot be laid out; it is tried again as soon as a step no longer
 //    reaches that free (the step ending there), not a whole step later: where a program
 //    repeats as one step, that is a repetition earlier. It is planned only if it is
 //    closed -- every block made in it is freed within one step (a parameter or a cache
 //    that outlives a step is never in a plan; it stays placed as usual) -- and it moved
-//    pages (a loop that makes no device call keeps its layout; one that only creates
-//    pages is still growing). Whether it is still settling is decided at its start (see
+//    pages or waited for another stream (a loop that makes no device call keeps its
+//    layout; one that only creates pages is still growing). Whether it is still settling is decided at its start (see
 //    Following). Blocks
 //    are laid out one by one, each in the smallest gap among the already placed blocks
 //    whose lifetimes meet its own (lifetimes wrap around the step's end), in four orders
@@ -140,8 +140,9 @@ struct step_block;  // core/step_layout.hpp
 //    where the layers end, as above. Steps shorter than two windows (64 tokens) used to
 //    wait for a whole log, about 5,000 steps of such a loop, all moving pages; on the
 //    corpus, whose steps are long, the change moved 8 of 8,000 seeds.
-//  - Failing: a plan with no address range or a whole log without a plan mark planning
-//    as failed for good (planning_failed()); from then on the pool's page moves are
+//  - Failing: a plan with no address range or a whole log without a plan (unless it
+//    churned by waits alone, Note [Waits as churn]) mark planning as failed for good
+//    (planning_failed()); from then on the pool's page moves are
 //    budgeted (Note [Move budget]). A step whose layout was too wide is followed as a plan
 //    is, placing nothing, and planning counts as failed once the program has followed it a
 //    whole step and while it keeps to it: when it leaves the step, that loop has ended,
@@ -152,11 +153,22 @@ struct step_block;  // core/step_layout.hpp
 //    program, or a layer taken for the step), which says nothing of whether the next loop
 //    can be planned.
 // Where it costs: recording is a hash-table lookup (Note [Window positions]) per large
-// event while no plan is active, from the pool's first page move on (a pool that never
-// moves pages records nothing, and recording pauses again after kMaxLogTokens events
-// without a move);
+// event while no plan is active, from the pool's first page move or cross-stream wait on
+// (a pool that never does either records nothing, and recording pauses again after
+// kMaxLogTokens events without a move);
 // following is one comparison per event; laying a step out is blocks^2 work, on threads
 // of their own for a large step (Note [Layout threads]).
+// Note [Waits as churn] (vmm_pool_plans.cpp): what a pool has paid so far for loops no
+// plan places, in bytes of pages moved: pages it moved (or created past the move budget),
+// and the cross-stream waits it made, each at a page move's price over kWaitsPerPageMove.
+struct loop_churn {
+  static constexpr std::int64_t kWaitsPerPageMove = 100;
+  std::int64_t moved_bytes = 0;
+  std::int64_t waited_bytes = 0;
+  std::int64_t total_bytes() const noexcept { return moved_bytes + waited_bytes; }
+  bool operator==(const loop_churn&) const = default;
+};
+
 struct loop_token {
   std::uint64_t size_bytes = 0;  // allocation: its size; free: 0
   std::uint64_t age = 0;         // free: allocations since the freed block was made (>= 1)
@@ -208,13 +220,12 @@ class loop_plan {
   bool deviates(std::size_t size_bytes, stream_id stream) const noexcept;
   // Records an allocation of the large pool. A request the plan expected but could not
   // place at its planned offset was a deviation, and the caller abandoned the plan before
-  // placing it. `churn_bytes`: the pool's churn so far -- pages moved, or created past the
-  // move budget, in bytes. `own_mapping`: a dedicated or stitched mapping served it, not
+  // placing it. `churn`: the pool's churn so far (loop_churn). `own_mapping`: a dedicated or stitched mapping served it, not
   // the shared range (Note [Mapped blocks in a plan]). Returns the allocation's sequence
   // number, which record_release takes back.
-  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, std::int64_t churn_bytes,
+  std::uint64_t record_allocation(std::size_t size_bytes, stream_id stream, const loop_churn& churn,
                                   bool own_mapping = false) noexcept;
-  void record_release(std::uint64_t sequence, std::int64_t churn_bytes) noexcept;
+  void record_release(std::uint64_t sequence, const loop_churn& churn) noexcept;
 
   // A plan that reached its first planned event and waits for its address range.
   bool plan_pending() const noexcept { return pending_; }
@@ -232,6 +243,9 @@ class loop_plan {
   // waits: postpone() waits one more step (the plan is dropped, not failed, if that step
   // moves nothing).
   std::size_t hand_over_allowance_bytes() const noexcept;
+  // Note [Waits as churn]: whether the churn behind the plan includes pages moved, not
+  // only waits (a plan paid for by waits alone may set no new peak).
+  bool hand_over_paid_by_moves() const noexcept { return paid_moved_bytes_ != 0; }
   void postpone() noexcept;
   // Note [Page moves]: whether any plan of this pool has waited to hand over (postpone()).
   bool hand_over_waited() const noexcept { return hand_over_waited_; }
@@ -263,10 +277,10 @@ class loop_plan {
   struct logged_token {
     loop_token token;
     std::uint64_t sequence;  // allocation: its own; free: the freed block's
-    std::int64_t churn_bytes;
+    loop_churn churn;
     bool own_mapping = false;  // allocation: served by a mapping of its own
   };
-  bool recording(std::int64_t churn_bytes) noexcept;
+  bool recording(const loop_churn& churn) noexcept;
   void append(const logged_token& entry) noexcept;
   void clear_log() noexcept;
   // Note [Loop plans]: tries the step that ends at the newest token.
@@ -323,7 +337,8 @@ class loop_plan {
 
   // Recording
   bool recording_ = false;
-  std::int64_t churn_when_paused_bytes_ = 0;
+  loop_churn churn_when_paused_;
+  bool waits_exhausted_ = false;  // Note [Waits as churn]: a whole log of waits found no plan
   std::vector<logged_token> log_;
   std::uint64_t first_logged_sequence_ = 0;        // sequence of the log's first allocation
   std::vector<std::size_t> allocation_positions_;  // sequence - first -> log position
@@ -347,10 +362,11 @@ class loop_plan {
   std::size_t start_phase_ = 0;  // placing starts here: the step's least live bytes
   std::size_t paid_churn_bytes_ = 0;        // churn of the steps behind the plan
   std::size_t last_step_churn_bytes_ = 0;   // churn of the latest of them
+  std::size_t paid_moved_bytes_ = 0;        // of the paid churn, pages moved (Note [Waits as churn])
   bool postponed_ = false;                  // waiting one step, churning toward the hand-over
   bool hand_over_waited_ = false;           // sticky: some plan was postponed (Note [Page moves])
-  std::int64_t churn_when_postponed_bytes_ = 0;
-  std::int64_t latest_churn_bytes_ = 0;     // the pool's churn at the latest event
+  loop_churn churn_when_postponed_;
+  loop_churn latest_churn_;                 // the pool's churn at the latest event
   bool active_ = false;          // events are compared with the plan
   bool pending_ = false;         // at start_phase_, waiting for activate()/reject()
   bool placing_ = false;         // blocks are placed by the plan

@@ -141,7 +141,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
       const std::uint64_t sequence = at->second.plan_sequence;
       at->second.plan_sequence = 0;
       if (sequence != 0) {
-        plan_.record_release(sequence, churn_bytes());
+        plan_.record_release(sequence, churn());
         after_plan_event();
       }
       return;
@@ -155,7 +155,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
     if (placed_blocks_.erase(address, &placed)) {
       const std::uint64_t sequence = placed.sequence;
       if (sequence == 0) unrecorded_live_bytes_ -= std::min(unrecorded_live_bytes_, size_bytes);  // Note [Refused layouts]
-      if (sequence != 0) plan_.record_release(sequence, churn_bytes());
+      if (sequence != 0) plan_.record_release(sequence, churn());
       after_plan_event();
     }
   } catch (...) {
@@ -169,7 +169,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
 // in the next is the same token in both.
 void vmm_pool::record_mapping_allocation(std::uintptr_t base, std::size_t size_bytes, stream_id stream) noexcept {
   if (unplanned_scopes_ != 0) return;
-  const std::uint64_t sequence = plan_.record_allocation(size_bytes, stream, churn_bytes(), true);
+  const std::uint64_t sequence = plan_.record_allocation(size_bytes, stream, churn(), true);
   auto at = dedicated_.find(base);
   if (at != dedicated_.end()) at->second.plan_sequence = sequence;
   after_plan_event();

@@ -104,6 +104,10 @@ class vmm_pool final : public large_pool {
   // Note [Refused layouts]: takes a refused step's kept layout at the step's start when
   // reserved memory holds it, else sets what reserved memory must reach to hold it.
   void weigh_refused_layout() noexcept;
+  // Reserved memory no live block holds (cached free pages, idle mappings), and growth up
+  // to the high-water mark, which sets no new peak (Note [Refused layouts], Note [Waits as
+  // churn]).
+  std::size_t room_below_peak_bytes() const noexcept;
   // Note [Refused layouts]: reserved memory has reached what the refused layout needs.
   bool refused_layout_covered() const noexcept {
     return refused_layout_target_bytes_ != 0 && plan_.refused_layout_kept() &&
@@ -232,6 +236,10 @@ class vmm_pool final : public large_pool {
   std::size_t unrecorded_high_water_bytes_ = 0;
   std::size_t unrecorded_at_start_bytes_ = 0;     // live at the refused step's last start
   std::size_t unrecorded_step_growth_bytes_ = 0;  // their growth over the last whole step
+  // Note [Waits as churn]: their highest since a pending plan last tried to start, and
+  // what was live then.
+  std::size_t unrecorded_high_since_try_bytes_ = 0;
+  std::size_t unrecorded_at_try_bytes_ = 0;
   std::vector<backend::physical_handle> unreleased_;  // releases that failed, retried later
   // Note [Dedicated mappings], Note [Stitching]: base -> mapping.
   struct dedicated_mapping {
@@ -264,9 +272,12 @@ class vmm_pool final : public large_pool {
   // Note [Move budget]: pages moved by choice where a block lacked them (not a loop plan's
   // moves, not a moved chunk's surplus).
   std::int64_t pages_moved_ = 0;
-  // Note [Loop plans], Note [Move budget]: what the plan finder sees as churn, in bytes.
-  std::int64_t churn_bytes() const noexcept {
-    return (counters_.page_moves + pages_created_over_budget_) * static_cast<std::int64_t>(pages_.page_bytes());
+  // Note [Loop plans], Note [Move budget], Note [Waits as churn]: what the plan finder
+  // sees as churn.
+  loop_churn churn() const noexcept {
+    const auto page_bytes = static_cast<std::int64_t>(pages_.page_bytes());
+    return loop_churn{(counters_.page_moves + pages_created_over_budget_) * page_bytes,
+                      counters_.cross_stream_waits * page_bytes / loop_churn::kWaitsPerPageMove};
   }
 };
 

@@ -126,7 +126,7 @@ bool vmm_pool::huge_block_goes_shared(std::size_t size_bytes) noexcept {
 // hand-over now, but the rule stays what a hand-over should cost. A move counts the pages
 // the block lacked, not a larger chunk's surplus (Note [Physical chunks]), so chunks and
 // pages are charged alike. Pages created only because the budget refused a move count as churn
-// for the plan finder, as moves do (churn_bytes()), so such a loop can still be planned
+// for the plan finder, as moves do (churn()), so such a loop can still be planned
 // later. Waiting for planning to fail matters: charged from the start, the budget settled
 // pangu_2.6B by growth (1.111x the ideal) before its plan formed (1.013x) -- that loop's
 // first step already moves 2.3 pages per page created. Measured (3 corpus seeds per

@@ -150,10 +150,11 @@ backend::status vmm_pool::allocate_vmm(std::size_t size_bytes, stream_id stream,
     if (result != backend::status::ok) return result;
     *address = block_address;
   }
-  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, churn_bytes()) : 0;
+  const std::uint64_t sequence = recorded ? plan_.record_allocation(size_bytes, stream, churn()) : 0;
   if (!recorded) {  // Note [Refused layouts]
     unrecorded_live_bytes_ += size_bytes;
     unrecorded_high_water_bytes_ = std::max(unrecorded_high_water_bytes_, unrecorded_live_bytes_);
+    unrecorded_high_since_try_bytes_ = std::max(unrecorded_high_since_try_bytes_, unrecorded_live_bytes_);
   }
   try {
     placed_blocks_.insert_or_assign(*address, placed_block{size_bytes, sequence});

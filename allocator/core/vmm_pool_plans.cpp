@@ -133,6 +133,36 @@ void vmm_pool::room_given() noexcept {
   if (plan_.plan_pending()) start_plan();
 }
 
+// Note [Waits as churn]
+// A loop plan ends two costs of a loop that ordinary placement serves: pages moved every
+// step (Note [Page moves]), and cross-stream waits -- best fit hands one stream's block the
+// bytes another stream just freed, and the new stream then waits on an event recorded on
+// the old one (Note [Stream reuse]), two calls every time, where a plan keeps each stream
+// on places its own stream left (Note [Stream affinity]). PyTorch keeps each stream's
+// memory apart and makes no such call. Churn counted page moves only, so a loop whose
+// pages had settled but whose streams kept taking each other's bytes was never recorded:
+// corpus pipeline-1f1b seed 39 made 282 records and 282 waits every step, for ever, and no
+// memory call. The rule: **a cross-stream wait is churn too, priced at 1/kWaitsPerPageMove
+// (1/100) of a page moved** -- an event record and a wait cost about 0.43 us on an H100
+// against 46 us for moving a 2 MiB page on an H200 (unmap, map and access; the default cost
+// table, bench/cost/device_call_costs.txt). Recording starts at a loop's first wait as at
+// its first move, a step that waited is planned, and its waits pay rent toward the
+// hand-over (Note [Loop plans]). Three things stay about moves alone:
+//  - the width a layout may take past the step's peak is what the step moved (what the
+//    move budget would otherwise create), not what it waited;
+//  - a whole log of waits without a plan does not mark planning failed (the move budget
+//    is about moves), and recording then waits for a page move;
+//  - a plan paid for by waits alone sets no new peak: it starts only where its span, and
+//    what the step's unplanned blocks grew by since its last try, fit in the memory no
+//    live block holds (room_below_peak_bytes()); else it waits a step, without granting
+//    the growth allowance (Note [Page moves], for loops that move while their plan waits).
+//    Without this, corpus moe-routing seeds at 1.000x the ideal took plans whose range held
+//    every free page, and a slab then took one page more: seed 18 1.000x -> 1.071x.
+// Seeds 1-100 of every family, five repetitions, fragless alone, records and waits in the
+// fifth pass (simcuda's counts): pipeline-1f1b 16,795 -> 2,783, moe-routing 5,996 ->
+// 4,778, sharded-data-parallel 2,756 -> 2,686, many-streams unchanged (its loops moved
+// pages, and were planned, before); every peak the same; docs/compaction.md ("Kept: waits
+// as churn") has the corpus figures and the price, layouts waited for in early passes.
 void vmm_pool::start_plan() noexcept {
   const std::size_t span_bytes = round_up(plan_.plan_span_bytes(), pages_.page_bytes());
   std::optional<std::pair<std::uintptr_t, free_range>> place;
@@ -151,6 +181,15 @@ void vmm_pool::start_plan() noexcept {
     return;
   }
   const std::uintptr_t base = place->first;
+  // Note [Waits as churn]: a plan paid for by waits alone sets no new peak.
+  const std::size_t unplanned_growth_bytes =
+      unrecorded_high_since_try_bytes_ - std::min(unrecorded_high_since_try_bytes_, unrecorded_at_try_bytes_);
+  unrecorded_high_since_try_bytes_ = unrecorded_at_try_bytes_ = unrecorded_live_bytes_;
+  if (!plan_.hand_over_paid_by_moves() &&
+      room_below_peak_bytes() < span_bytes + round_up(unplanned_growth_bytes, pages_.page_bytes())) {
+    plan_.postpone();
+    return;
+  }
   // Note [Loop plans]: a hand-over that moves more than the loop churned without the plan
   // waits, and the loop's churn meanwhile pays toward it.
   const std::size_t missing_bytes =
@@ -229,11 +268,8 @@ void vmm_pool::weigh_refused_layout() noexcept {
     refused_held_at_start_bytes_ = reserved - std::min(reserved, free_bytes);
     unrecorded_step_growth_bytes_ = growth_bytes;
     unrecorded_high_water_bytes_ = unrecorded_at_start_bytes_ = unrecorded_live_bytes_;
-    // Reserved memory no live block holds (cached free pages, idle mappings), and growth
-    // up to the high-water mark, which sets no new peak.
-    const std::size_t room_bytes = free_bytes + (reserved_high_water_bytes_ - std::min(reserved_high_water_bytes_, reserved));
     // The budget is spent: the next page a block lacks would be created, not moved.
-    if (!move_within_budget() && room_bytes >= needed_bytes) {
+    if (!move_within_budget() && room_below_peak_bytes() >= needed_bytes) {
       refused_layout_target_bytes_ = 0;
       plan_.take_refused_layout();
       return;
@@ -242,6 +278,11 @@ void vmm_pool::weigh_refused_layout() noexcept {
     refused_held_at_start_bytes_ = reserved - std::min(reserved, free_bytes);  // refused mid-step: a first bound
   }
   refused_layout_target_bytes_ = refused_held_at_start_bytes_ + needed_bytes;
+}
+
+std::size_t vmm_pool::room_below_peak_bytes() const noexcept {
+  const std::size_t reserved = reserved_bytes();
+  return mapped_cached_bytes() + (reserved_high_water_bytes_ - std::min(reserved_high_water_bytes_, reserved));
 }
 
 void vmm_pool::dissolve_plan_range() noexcept {

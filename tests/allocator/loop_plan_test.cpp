@@ -15,6 +15,7 @@
 #include "core/loop_plan.hpp"
 #include "fragless/options.hpp"
 
+using fragless::core::loop_churn;
 using fragless::core::loop_plan;
 using fragless::core::stream_id;
 
@@ -52,11 +53,13 @@ struct drive_result {
 };
 
 // The pool churns `churn_per_step_bytes` at the start of each of the first
-// `moving_steps` steps (with `churn_every_allocation`, at each of their allocations). `hand_over_bytes`: what every plan's hand-over would move; the
-// pool postpones a plan whose hand-over is more than it may move yet (Note [Loop plans]).
+// `moving_steps` steps (with `churn_every_allocation`, at each of their allocations): pages
+// moved, or with `churn_is_waits` cross-stream waits (Note [Waits as churn]).
+// `hand_over_bytes`: what every plan's hand-over would move; the pool postpones a plan
+// whose hand-over is more than it may move yet (Note [Loop plans]).
 drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, std::int64_t churn_per_step_bytes = 1,
                    std::size_t moving_steps = SIZE_MAX, std::size_t hand_over_bytes = 0,
-                   bool churn_every_allocation = false) {
+                   bool churn_every_allocation = false, bool churn_is_waits = false) {
   drive_result result;
   auto start_if_pending = [&] {
     result.saw_layout_under_way = result.saw_layout_under_way || plan.layout_under_way();
@@ -87,11 +90,12 @@ drive_result drive(loop_plan& plan, const step_shape& shape, std::size_t steps, 
         result.first_planned_step = std::min(result.first_planned_step, step);
       }
       if ((index == 0 || churn_every_allocation) && step < moving_steps) churn_bytes += churn_per_step_bytes;
-      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], churn_bytes);
+      const loop_churn churn = churn_is_waits ? loop_churn{0, churn_bytes} : loop_churn{churn_bytes, 0};
+      sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], churn);
       start_if_pending();
       for (std::size_t freed : shape.frees_after[index]) {
         if (offsets[freed] >= 0) planned_live.erase(static_cast<std::size_t>(offsets[freed]));
-        plan.record_release(sequences[freed], churn_bytes);
+        plan.record_release(sequences[freed], churn);
         start_if_pending();
       }
     }
@@ -202,6 +206,50 @@ TEST_CASE("a loop that moves no page is left as it is", "[loop_plan]") {
   CHECK(plan.counters().plans_built == 0);
 }
 
+TEST_CASE("a loop that only waits across streams is planned, its hand-over paid by no page move", "[loop_plan]") {
+  // Note [Waits as churn]: a loop whose pages stay but whose blocks wait for other streams
+  // every step is planned as one that moves pages is; the pool sees that no page paid.
+  const step_shape shape = random_step(3, 80);
+  for (const bool waits : {true, false}) {
+    INFO((waits ? "waits" : "page moves"));
+    loop_plan plan(0.10);
+    plan.set_enabled(true);
+    const drive_result result = drive(plan, shape, 6, 1, SIZE_MAX, 0, false, waits);
+    CHECK(plan.counters().plans_built == 1);
+    CHECK(result.planned_allocations > 0);
+    CHECK(result.overlaps == 0);
+    CHECK(plan.hand_over_paid_by_moves() == !waits);
+  }
+}
+
+TEST_CASE("a whole log of waits without a plan does not fail planning, and only a page move records again",
+          "[loop_plan]") {
+  // Note [Waits as churn]: the move budget is about moves (Note [Move budget]). A log of
+  // sizes that never repeat holds no step; every block churns.
+  const step_shape step = random_step(3, 80);
+  for (const bool waits : {true, false}) {
+    INFO((waits ? "waits" : "page moves"));
+    loop_plan plan(0.10);
+    plan.set_enabled(true);
+    std::int64_t churn_bytes = 0;
+    for (std::size_t block = 0; block < loop_plan::kMaxLogTokens / 2 + 1; ++block) {
+      ++churn_bytes;
+      const loop_churn churn = waits ? loop_churn{0, churn_bytes} : loop_churn{churn_bytes, 0};
+      plan.record_allocation(512 * (block + 1), nullptr, churn);
+      plan.record_release(plan.record_allocation(1, nullptr, churn) - 1, churn);
+    }
+    CHECK(plan.planning_failed() == !waits);
+    // A step that repeats, still churning the same way: recorded and planned after the
+    // log of page moves; after the log of waits recording stays paused.
+    drive(plan, step, 6, 1, SIZE_MAX, 0, false, waits);
+    CHECK(plan.counters().plans_built == (waits ? 0u : 1u));
+    if (!waits) continue;
+    // One page move starts recording again.
+    drive(plan, step, 6, 1, SIZE_MAX, 0, false, false);
+    CHECK(plan.counters().plans_built == 1);
+  }
+}
+
 TEST_CASE("a plan whose hand-over costs more than the loop's churn pays for waits, and the churn pays toward it",
           "[loop_plan]") {
   const step_shape shape = random_step(4, 80);
@@ -244,7 +292,7 @@ TEST_CASE("a deviation abandons the plan, planning has not failed, and only a lo
   drive(plan, shape, 4);
   REQUIRE(plan.active());
   // Another size where the plan expects its first allocation.
-  plan.record_allocation(123 * 512, nullptr, 1000);
+  plan.record_allocation(123 * 512, nullptr, loop_churn{1000});
   CHECK_FALSE(plan.active());
   CHECK(plan.counters().plans_abandoned == 1);
   // The loop it planned ended; that is no failure of planning (Note [Move budget]).
@@ -424,8 +472,8 @@ TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops 
     std::vector<std::uint64_t> sequences(shape.sizes.size());
     for (std::size_t step = 0; step < 2 && !plan.layout_under_way(); ++step)
       for (std::size_t index = 0; index < shape.sizes.size() && !plan.layout_under_way(); ++index) {
-        sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], 1 + step);
-        for (std::size_t freed : shape.frees_after[index]) plan.record_release(sequences[freed], 1 + step);
+        sequences[index] = plan.record_allocation(shape.sizes[index], shape.streams[index], loop_churn{static_cast<std::int64_t>(1 + step)});
+        for (std::size_t freed : shape.frees_after[index]) plan.record_release(sequences[freed], loop_churn{static_cast<std::int64_t>(1 + step)});
       }
   };
   loop_plan deviated(0.10, 0.10, true);
@@ -433,7 +481,7 @@ TEST_CASE("a deviation, or the plan's end, while a large step is laid out stops 
   drive_until_under_way(deviated);
   REQUIRE(deviated.layout_under_way());
   CHECK_FALSE(deviated.active());  // nothing placed before the layout is taken
-  deviated.record_allocation(123 * 512, nullptr, 1000);  // a size the step never asks for
+  deviated.record_allocation(123 * 512, nullptr, loop_churn{1000});  // a size the step never asks for
   CHECK_FALSE(deviated.layout_under_way());
   CHECK_FALSE(deviated.active());
   CHECK(deviated.counters().plans_built == 0);
@@ -483,9 +531,9 @@ TEST_CASE("a block served by a mapping of its own and alone in its place is left
       }
       if (plan.active() && index == 1) early_offset = plan.planned_offset(sizes[1], stream);
       churn_bytes += index == 2 ? 1 : 0;
-      sequences[index] = plan.record_allocation(sizes[index], stream, churn_bytes, index <= 1);
+      sequences[index] = plan.record_allocation(sizes[index], stream, loop_churn{churn_bytes}, index <= 1);
       for (std::size_t freed : frees_after[index]) {
-        plan.record_release(sequences[freed], churn_bytes);
+        plan.record_release(sequences[freed], loop_churn{churn_bytes});
         if (plan.plan_pending()) plan.activate();
       }
       if (plan.plan_pending()) plan.activate();

@@ -3,7 +3,8 @@
 // without one), every block's data survives, the race oracle stays at zero, a plan's
 // range lies over the loop's own pages even below a block kept across steps or an empty
 // slab, a planned block waits only for the streams that freed its bytes, a planned step of
-// four streams reuses its places within each stream more than its plain layout did, and a
+// four streams reuses its places within each stream more than its plain layout did, a loop
+// that moves no page but waits across streams is planned without a new peak, and a
 // deviation leaves the plan without losing memory or consistency.
 #include <catch2/catch.hpp>
 
@@ -289,6 +290,31 @@ TEST_CASE("a planned step of streams taking turns reuses its places within each 
   REQUIRE(plain.reuses_across_streams_per_step.back() > 0);  // the shape is one that crosses
   CHECK(affine.reuses_across_streams_per_step.back() < plain.reuses_across_streams_per_step.back());
   CHECK(affine.peak_reserved_bytes == plain.peak_reserved_bytes);  // the same span
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("a loop whose pages stay but whose streams wait for each other gets a plan, and no new peak",
+          "[loop_plans][streams]") {
+  // Note [Waits as churn]: with page_moves:false the loop never moves a page -- its memory
+  // grows to what its step touches, then stays -- so only its cross-stream waits are churn.
+  const step_shape shape = interleaved_streams(GENERATE(1u, 2u, 3u));
+  core::cache_settings creating;
+  creating.conf.page_moves = false;
+  core::cache_settings unplanned = creating;
+  unplanned.conf.loop_plans = false;
+  const loop_result plain = run_loop(unplanned, shape, 10);
+  const loop_result planned = run_loop(creating, shape, 10);
+  INFO("reuses across streams in the last step: " << plain.reuses_across_streams_per_step.back() << " without a plan, "
+                                                  << planned.reuses_across_streams_per_step.back() << " with");
+  CHECK(planned.patterns_intact);
+  CHECK(planned.stats.num_page_moves == 0);
+  CHECK(planned.stats.num_loop_plans == 1);
+  CHECK(planned.stats.num_loop_plans_abandoned == 0);
+  CHECK(planned.calls_per_step.back() == 0);
+  REQUIRE(plain.reuses_across_streams_per_step.back() > 0);  // the loop waits every step unplanned
+  CHECK(planned.reuses_across_streams_per_step.back() < plain.reuses_across_streams_per_step.back());
+  CHECK(planned.peak_reserved_bytes <= plain.peak_reserved_bytes);
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
 }
