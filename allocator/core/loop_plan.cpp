@@ -186,7 +186,7 @@ void loop_plan::take_refused_layout() noexcept {
   // The memory is there (the caller checked): the hand-over is not weighed against the
   // loop's churn.
   paid_churn_bytes_ = SIZE_MAX;
-  paid_moved_bytes_ = SIZE_MAX;
+  paid_by_moves_ = true;
   pending_ = true;
   if (log_enabled(log_level::debug))
     log_message(log_level::debug, "loop plan: the refused step of " + std::to_string(plan_.size()) +
@@ -288,8 +288,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
     // Note [Loop plans]: what the loop churned without the plan counts toward its hand-over.
     last_step_churn_bytes_ = static_cast<std::size_t>(latest_churn_.total_bytes() - churn_when_postponed_.total_bytes());
     paid_churn_bytes_ = saturating_add(paid_churn_bytes_, last_step_churn_bytes_);
-    paid_moved_bytes_ = saturating_add(
-        paid_moved_bytes_, static_cast<std::size_t>(latest_churn_.moved_bytes - churn_when_postponed_.moved_bytes));
+    paid_by_moves_ = paid_by_moves_ || latest_churn_.moved_bytes != churn_when_postponed_.moved_bytes;
   }
   pending_ = true;
 }
@@ -307,7 +306,7 @@ void loop_plan::postpone() noexcept {
   postponed_ = true;
   // Note [Page moves]: the growth allowance is for a loop that moves pages while its plan
   // waits; one that only waits (Note [Waits as churn]) moves none.
-  if (paid_moved_bytes_ != 0) hand_over_waited_ = true;
+  if (paid_by_moves_) hand_over_waited_ = true;
   churn_when_postponed_ = latest_churn_;
 }
 
@@ -439,7 +438,7 @@ void loop_plan::look_for_step() {
     pending_ = start_phase_ == 0;
     postponed_ = false;
     paid_churn_bytes_ = last_step_churn_bytes_ = step_churn_bytes;
-    paid_moved_bytes_ = step_moved_bytes;
+    paid_by_moves_ = step_moved_bytes != 0;
   } else {
     ++counters_.plans_rejected;
     // Note [Loop plans]: tried again as soon as a step no longer reaches the blocks made

@@ -245,7 +245,7 @@ class loop_plan {
   std::size_t hand_over_allowance_bytes() const noexcept;
   // Note [Waits as churn]: whether the churn behind the plan includes pages moved, not
   // only waits (a plan paid for by waits alone may set no new peak).
-  bool hand_over_paid_by_moves() const noexcept { return paid_moved_bytes_ != 0; }
+  bool hand_over_paid_by_moves() const noexcept { return paid_by_moves_; }
   void postpone() noexcept;
   // Note [Page moves]: whether any plan of this pool has waited to hand over (postpone()).
   bool hand_over_waited() const noexcept { return hand_over_waited_; }
@@ -362,7 +362,7 @@ class loop_plan {
   std::size_t start_phase_ = 0;  // placing starts here: the step's least live bytes
   std::size_t paid_churn_bytes_ = 0;        // churn of the steps behind the plan
   std::size_t last_step_churn_bytes_ = 0;   // churn of the latest of them
-  std::size_t paid_moved_bytes_ = 0;        // of the paid churn, pages moved (Note [Waits as churn])
+  bool paid_by_moves_ = false;              // the paid churn includes pages moved (Note [Waits as churn])
   bool postponed_ = false;                  // waiting one step, churning toward the hand-over
   bool hand_over_waited_ = false;           // sticky: some plan was postponed (Note [Page moves])
   loop_churn churn_when_postponed_;

@@ -166,20 +166,15 @@ class affinity_search {
         best_offset = offset;
       }
     };
-    // The winner is the least (count, address) of the places that beat the block's own, in
-    // whatever order they are counted; the own stream's places go first, as they are the
-    // likeliest to win, so that the limits above cut the other counts short.
-    edge_places_.clear();
-    own_places_.clear();
     auto gap = [&](std::size_t begin, std::size_t end) {
       if (end - begin < block.size_bytes) return;
-      edge_places_.push_back(begin);
-      edge_places_.push_back(end - block.size_bytes);
+      consider(begin);
+      consider(end - block.size_bytes);
       for (const auto& [distance, other] : own_) {
         const step_block& each = blocks_[other];
         const std::size_t aligned_end = each.offset_bytes + each.size_bytes;
-        if (each.offset_bytes >= begin && each.offset_bytes + block.size_bytes <= end) own_places_.push_back(each.offset_bytes);
-        if (aligned_end >= begin + block.size_bytes && aligned_end <= end) own_places_.push_back(aligned_end - block.size_bytes);
+        if (each.offset_bytes >= begin && each.offset_bytes + block.size_bytes <= end) consider(each.offset_bytes);
+        if (aligned_end >= begin + block.size_bytes && aligned_end <= end) consider(aligned_end - block.size_bytes);
       }
     };
     std::size_t gap_begin = 0;
@@ -188,8 +183,6 @@ class affinity_search {
       gap_begin = std::max(gap_begin, end);
     }
     if (gap_begin < span_bytes_) gap(gap_begin, span_bytes_);
-    for (std::size_t offset : own_places_) consider(offset);
-    for (std::size_t offset : edge_places_) consider(offset);
     if (best_offset == block.offset_bytes) return false;
     std::vector<placed>& tier = tiers_[tier_of(index)];
     tier.erase(std::lower_bound(tier.begin(), tier.end(), placed{block.offset_bytes, block.offset_bytes + block.size_bytes, index}));
@@ -244,7 +237,7 @@ class affinity_search {
   step_view view_;
   std::size_t span_bytes_;
   std::vector<placed> tiers_[kTiers];  // blocks by size tier, each in address order
-  std::vector<std::size_t> used_tiers_, under_, own_places_, edge_places_;
+  std::vector<std::size_t> used_tiers_, under_;
   std::vector<std::pair<std::size_t, std::size_t>> occupied_, own_, nearest_, covered_;
 };
 
