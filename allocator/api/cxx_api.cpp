@@ -47,7 +47,20 @@ std::string export_block(void* pointer) { return global().export_block(pointer);
 void* import_block(const std::string& handle) { return global().import_block(handle); }
 void close_imported_block(void* pointer) noexcept { global().close_imported_block(pointer); }
 
-void begin_capture() noexcept { backend::enter_capture(); }
+void begin_capture() noexcept {
+  // Note [Dormant mappings]: a capture refuses unmaps, and a block placed over a dormant
+  // range needs one; so they are made before it begins.
+  if (core::allocator* instance = core::global_allocator_if_created()) {
+    try {
+      for (core::device_cache* created : instance->created_devices())
+        instance->for_each_cache(created->device(), [](core::device_cache& cache) { cache.unmap_dormant_ranges(); });
+    } catch (...) {
+      // No host memory to list the caches: a later unmap the capture refuses fails that
+      // allocation's mapping, as any refused call does.
+    }
+  }
+  backend::enter_capture();
+}
 void end_capture() noexcept { backend::leave_capture(); }
 
 pool_id create_pool(int device) { return global().create_pool(device); }

@@ -72,6 +72,9 @@ class device_cache {
   std::size_t release_cache(std::size_t bytes_to_keep);
   // Note [Compaction]: the explicit pass (no device synchronization).
   compact_result compact() noexcept;
+  // Note [Dormant mappings] (vmm_pool_dormant.cpp): makes the unmaps deferred so far, before
+  // a capture begins. Takes the device lock.
+  void unmap_dormant_ranges() noexcept;
   void set_memory_fraction(double fraction);
   // All stats. with_layout recomputes the layout figures (segments, inactive splits,
   // largest free block) from a snapshot; without it they keep their last computed values

@@ -95,6 +95,11 @@ std::size_t device_cache::release_cache_locked(std::size_t bytes_to_keep) noexce
 
 // Note [Compaction]: the explicit pass. No device synchronization: memory a stream may
 // still touch stays until a later pass finds it idle.
+void device_cache::unmap_dormant_ranges() noexcept {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  large_->unmap_dormant_ranges();
+}
+
 compact_result device_cache::compact() noexcept {
   std::lock_guard<std::mutex> lock(device_mutex_);
   settle_locked(false);

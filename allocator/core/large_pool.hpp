@@ -146,6 +146,9 @@ class large_pool {
     backend::physical_handle handle = 0;
   };
   virtual std::vector<shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) const = 0;
+  // VMM mode: makes the unmaps deferred so far (Note [Dormant mappings] in
+  // vmm_pool_dormant.cpp), so that no later placement needs one while a capture refuses it.
+  virtual void unmap_dormant_ranges() noexcept {}
 
  protected:
   large_pool(backend::backend& device_backend, int device, event_pool& events, const cache_settings& settings);

@@ -18,7 +18,13 @@ vmm_pool::vmm_pool(backend::backend& device_backend, int device, event_pool& eve
             settings.conf.loop_plan_stream_affinity) {}
 
 vmm_pool::~vmm_pool() {
-  // Teardown: give back whatever is left; live blocks are the program's leak.
+  // Teardown: give back whatever is left; live blocks are the program's leak. Dormant
+  // ranges first (Note [Dormant mappings]): their handles are mapped elsewhere too.
+  for (const dormant_mappings::mapping* dormant = dormant_.first_overlapping(0, pages_.page_count()); dormant != nullptr;
+       dormant = dormant_.first_overlapping(0, pages_.page_count())) {
+    backend_.unmap(device_, pages_.page_address(dormant->head), dormant->pages * pages_.page_bytes());
+    dormant_.remove(dormant->head);
+  }
   for (const auto& [base, mapping] : dedicated_) {
     const std::size_t piece_bytes = mapping.handles.empty() ? 0 : mapping.bytes / mapping.handles.size();
     for (std::size_t index = 0; index < mapping.handles.size(); ++index) {
@@ -44,6 +50,7 @@ bool vmm_pool::initialize(std::size_t range_bytes, bool* host_memory_failed) noe
   if (backend_.reserve_address_range(device_, bytes, &base) != backend::status::ok) return false;
   try {
     pages_ = page_map(base, bytes / page_bytes, page_bytes);
+    dormant_ = dormant_mappings(bytes / page_bytes);
     index_.insert(free_range{base, bytes, 0, {}});
   } catch (...) {
     backend_.free_address_range(device_, base, bytes);

@@ -8,7 +8,8 @@
 // (Note [Stitching]). Free pages are given back by compaction passes (Note [Compaction]);
 // idle cached mappings also before reserved memory passes its high-water mark
 // (Note [Growth]), and page moves may be budgeted (Note [Move budget]). A repeating
-// loop's step can be laid out once and followed (Note [Loop plans]).
+// loop's step can be laid out once and followed (Note [Loop plans]). A moved chunk's old
+// mapping is unmapped only when its address is needed (Note [Dormant mappings]).
 // Invariant: every live block lies on mapped pages or in a dedicated mapping; the free
 // index holds exactly the shared range's address space that is neither live nor pending;
 // a dedicated mapping holds one block or is wholly cached; reserved bytes = mapped pages +
@@ -18,7 +19,7 @@
 // releasing blocks), vmm_pool_pages.cpp (placement, page cache, page moves, physical chunks),
 // vmm_pool_mappings.cpp (dedicated and stitched mappings), vmm_pool_compaction.cpp,
 // vmm_pool_growth.cpp (growth rules), vmm_pool_plans.cpp (loop plans),
-// vmm_pool_sharing.cpp (IPC pieces).
+// vmm_pool_sharing.cpp (IPC pieces), vmm_pool_dormant.cpp (deferred unmaps).
 #pragma once
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "core/address_table.hpp"
+#include "core/dormant_mappings.hpp"
 #include "core/large_pool.hpp"
 #include "core/loop_plan.hpp"
 #include "core/page_map.hpp"
@@ -69,8 +71,11 @@ class vmm_pool final : public large_pool {
   std::vector<reserved_region> reserved_regions() const override;
   std::vector<reserved_region> cached_dedicated_regions() const override;
   std::vector<shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) const override;
+  // Note [Dormant mappings]: makes every unmap deferred so far (before a capture begins).
+  void unmap_dormant_ranges() noexcept override;
 
   const page_map& pages() const noexcept { return pages_; }
+  const dormant_mappings& dormant() const noexcept { return dormant_; }
 
  private:
   // Note [Page moves]: pages that may be mapped before missing ones are moved, not created.
@@ -135,9 +140,10 @@ class vmm_pool final : public large_pool {
   // page `at` (SIZE_MAX: a stitch's page, `run_pages` 1) of a block touching pages
   // [first, end): a created or moved chunk of *chunk_pages pages, to be mapped at `at`.
   // `whole_run_pages`: the run the block lacked before its earlier chunks were mapped.
+  // *resident: the chunk is mapped at `at` already, with access (Note [Dormant mappings]).
   backend::status take_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
                              std::size_t first, std::size_t end, bool move_first,
-                             backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+                             backend::physical_handle* handle, std::size_t* chunk_pages, bool* resident) noexcept;
   // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit,
   // one if the device refuses more).
   backend::status create_physical_chunk(std::size_t pages, backend::physical_handle* handle,
@@ -145,14 +151,34 @@ class vmm_pool final : public large_pool {
   // Note [Physical chunks]: the most pages a created chunk backing a run of `run_pages`
   // may have now.
   std::size_t chunk_cap_pages(std::size_t run_pages) const noexcept;
+  // Unmapped pages from `at` on that a chunk placed for a run of `run_pages` there may
+  // cover: the run, and its surplus on the same side of the plan's edge (Note [Physical chunks]).
+  std::size_t room_pages_at(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages) const noexcept;
   // Moves a whole idle cached free chunk to page `at` (Note [Physical chunks]).
   bool take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages, std::size_t first,
                          std::size_t end, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
   // Unmaps the highest cached free chunk of at most `max_pages` pages that no stream can
   // still touch and that overlaps neither pages [first, end) nor the plan's range; its
   // handle and pages. False when none of the first kMoveCandidates such chunks could go.
-  bool unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages,
+  // `leave_dormant`: the chunk moves within the range, and its old mapping may stay
+  // (Note [Dormant mappings]).
+  bool unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages, bool leave_dormant,
                         backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Note [Dormant mappings]: the chunk whose dormant range starts at `at`, no larger than
+  // `room_pages`, idle, wholly free and outside pages [first, end) and the plan's range,
+  // mapped at `at` again for no call (its range now is left dormant). False when there is none.
+  bool wake_dormant_chunk(std::size_t at, std::size_t room_pages, std::size_t first, std::size_t end,
+                          backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // Note [Dormant mappings]: the pool forgets the idle free chunk at `head` and hands over
+  // its handle, leaving the mapping on the device as the chunk's dormant range (its
+  // earlier dormant range, if any, is unmapped first); false, with the chunk still
+  // mapped, when the device refused that unmap.
+  bool leave_chunk_dormant(std::size_t head, backend::physical_handle* handle) noexcept;
+  // Note [Dormant mappings]: unmaps the dormant ranges over pages [first, end) (the calls
+  // deferred until now); the first refusal, if any.
+  backend::status unmap_dormant_over(std::size_t first, std::size_t end) noexcept;
+  // Unmaps one dormant range and forgets it; false when the device refused.
+  bool unmap_dormant(const dormant_mappings::mapping& dormant) noexcept;
   // Is every free range over the chunk at `head` one no stream can still touch?
   bool make_chunk_idle(std::size_t head) noexcept;
   // Reuses a cached dedicated/stitched mapping of exactly `bytes`, if any.
@@ -172,7 +198,8 @@ class vmm_pool final : public large_pool {
   // cached; `cached` is updated.
   void release_dedicated_mappings(const compaction_pass& pass, std::size_t* cached) noexcept;
   // Unmaps the chunk at `head` (its pages become unmapped) and hands over its handle;
-  // false, with the chunk still mapped, when the device refused.
+  // false, with the chunk still mapped, when the device refused. A dormant range of the
+  // handle stays until the handle is released (Note [Dormant mappings]).
   bool unmap_chunk(std::size_t head, backend::physical_handle* handle) noexcept;
   // Maps `handle` over pages [first, first + count) as one chunk (Note [Physical chunks]),
   // without access: map_missing_pages grants it per run (Note [Access per run]).
@@ -183,7 +210,8 @@ class vmm_pool final : public large_pool {
   };
   // Grants access to the run and empties it; on failure unmaps and releases its chunks.
   backend::status grant_access(inaccessible_run* run) noexcept;
-  // Releases a physical handle, or keeps it for a later retry when the release fails.
+  // Releases a physical handle, or keeps it for a later retry when the release fails; its
+  // dormant range, if any, is unmapped first (Note [Dormant mappings]).
   void release_handle(backend::physical_handle handle) noexcept;
   // Note [Growth]: before reserved memory grows by `bytes`, gives back idle cached
   // dedicated/stitched mappings while the growth would pass the high-water mark.
@@ -210,6 +238,7 @@ class vmm_pool final : public large_pool {
   std::uintptr_t range_base_ = 0;
   std::size_t range_bytes_ = 0;
   page_map pages_;
+  dormant_mappings dormant_;  // Note [Dormant mappings]
   // Blocks placed in the shared range, start -> size and loop-plan sequence: placement
   // hints only (Note [Placement], Note [Loop plans]); a block missing here (no host memory
   // when it was placed) is harmless. A hash table (Note [Address tables]).

@@ -41,6 +41,10 @@ namespace fragless::core {
 compaction_outcome vmm_pool::compact(const compaction_pass& pass) noexcept {
   compaction_outcome outcome;
   const std::size_t before = reserved_bytes();
+  // Note [Dormant mappings]: a released handle's memory goes back once its last mapping does.
+  for (const dormant_mappings::mapping* orphan = dormant_.first_orphan(); orphan != nullptr && unmap_dormant(*orphan);
+       orphan = dormant_.first_orphan()) {
+  }
   std::vector<backend::physical_handle> retry;
   retry.swap(unreleased_);
   for (backend::physical_handle handle : retry) release_handle(handle);

@@ -29,7 +29,8 @@ constexpr int kMoveCandidates = 64;
 // any live block touches it. When its last block goes, it stays mapped as a cache and is
 // reused in place by the next block placed there. Only when a block needs a page where
 // none is mapped -- reserved memory would grow -- is a cached free page elsewhere moved
-// (unmapped and its physical handle mapped at the new place, no cuMemCreate), and only if
+// (its physical handle mapped at the new place, no cuMemCreate; the unmap where it was is
+// made when that address is needed, Note [Dormant mappings]), and only if
 // no stream may still touch it (checked with a pooled event, never by blocking). Cached
 // pages are released for good by empty_cache(), trim() and the OOM path, all of which
 // synchronize the device first, and by release_idle_cached() (Note [Release threshold]),
@@ -56,7 +57,8 @@ constexpr int kMoveCandidates = 64;
 // Note [Page moves]
 // A block that needs a page where none is mapped either gets a new physical page
 // (cuMemCreate + cuMemMap) or takes an idle cached free page from elsewhere
-// (Note [Page cache]; cuMemUnmap + cuMemMap, no new memory; a run of missing pages is
+// (Note [Page cache]; cuMemMap, and a cuMemUnmap now or later, Note [Dormant mappings]; no
+// new memory; a run of missing pages is
 // served at once, by whole chunks: Note [Physical chunks]). Moving keeps reserved memory at the peak
 // of pages live blocks touch at once, the lowest there is, but a loop whose blocks touch,
 // over one step, more distinct pages than at its peak then moves pages every step; creating
@@ -240,11 +242,25 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
     }
     backend::physical_handle handle = 0;
     std::size_t chunk_pages = 0;
-    backend::status taken =
-        take_chunk(page, run_end - page, run_whole_end - run_begin, first, end, move_first, &handle, &chunk_pages);
+    bool resident = false;
+    backend::status taken = take_chunk(page, run_end - page, run_whole_end - run_begin, first, end, move_first,
+                                       &handle, &chunk_pages, &resident);
     if (taken != backend::status::ok) {
       const backend::status granted = grant_access(&inaccessible);
       return granted != backend::status::ok ? granted : taken;
+    }
+    if (resident) {
+      // Note [Dormant mappings]: mapped with access already. A run of chunks mapped just
+      // before it takes it in (one access change either way); otherwise none is needed.
+      if (inaccessible.begin_page != inaccessible.end_page && page == inaccessible.end_page) {
+        inaccessible.end_page = page + chunk_pages;
+      } else {
+        const backend::status granted = grant_access(&inaccessible);
+        if (granted != backend::status::ok) return granted;
+        inaccessible = {page + chunk_pages, page + chunk_pages};
+      }
+      page += chunk_pages;
+      continue;
     }
     // Note [Access per run]: access is granted once the run of chunks side by side ends.
     if (page != inaccessible.end_page) {
@@ -344,7 +360,15 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
 // Note [Page moves], Note [Physical chunks]
 backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
                                        std::size_t first, std::size_t end, bool move_first, backend::physical_handle* handle,
-                                       std::size_t* chunk_pages) noexcept {
+                                       std::size_t* chunk_pages, bool* resident) noexcept {
+  *resident = false;
+  // Note [Dormant mappings]: a chunk lying dormant here comes back first -- no call, no new
+  // memory -- whatever the allowance and the budget say about moves.
+  if (at != SIZE_MAX && !dormant_.empty() &&
+      wake_dormant_chunk(at, room_pages_at(at, run_pages, whole_run_pages), first, end, handle, chunk_pages)) {
+    *resident = true;
+    return backend::status::ok;
+  }
   backend::status created = backend::status::out_of_memory;
   // Note [Move budget]: past the allowance, a move must also be paid for by pages created.
   const bool within_allowance = !settings_.conf.page_moves || pages_.mapped_count() < growth_allowance_pages();
@@ -385,7 +409,7 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   if (planned_run || passes_mark) {
     backend::physical_handle spare = 0;
     std::size_t spare_pages = 0;
-    if (unmap_idle_chunk(first, end, SIZE_MAX, &spare, &spare_pages)) release_handle(spare);
+    if (unmap_idle_chunk(first, end, SIZE_MAX, false, &spare, &spare_pages)) release_handle(spare);
   }
   make_room_for_growth(create_pages * pages_.page_bytes());  // Note [Growth]
   return create_physical_chunk(create_pages, handle, chunk_pages);
@@ -394,7 +418,8 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
 backend::status vmm_pool::take_page(std::size_t first, std::size_t end, bool move_first,
                                       backend::physical_handle* handle) noexcept {
   std::size_t pages = 0;
-  return take_chunk(SIZE_MAX, 1, 1, first, end, move_first, handle, &pages);
+  bool resident = false;
+  return take_chunk(SIZE_MAX, 1, 1, first, end, move_first, handle, &pages, &resident);
 }
 
 // Creates a chunk of `pages` pages within the reserved limit (fewer if only fewer fit, one
@@ -454,25 +479,30 @@ bool vmm_pool::make_chunk_idle(std::size_t head) noexcept {
 bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
                                    std::size_t first, std::size_t end, backend::physical_handle* handle,
                                    std::size_t* chunk_pages) noexcept {
-  // Unmapped pages from `at` on, which a larger chunk's surplus may cover. The surplus
-  // stays on the side of the plan's edge that `at` is on: a planned block's within the
-  // plan's range, an ordinary block's outside it.
-  std::size_t room_pages = run_pages;
-  if (at != SIZE_MAX) {
-    const bool at_in_plan = in_plan_range(pages_.page_address(at));
-    const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages(whole_run_pages) + run_pages);
-    while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
-           in_plan_range(pages_.page_address(at + room_pages)) == at_in_plan)
-      ++room_pages;
-  }
-  if (!unmap_idle_chunk(first, end, room_pages, handle, chunk_pages)) return false;
+  const std::size_t room_pages = at == SIZE_MAX ? run_pages : room_pages_at(at, run_pages, whole_run_pages);
+  // Note [Dormant mappings]: a chunk moved within the range may leave its mapping behind.
+  const bool leave_dormant = at != SIZE_MAX && settings_.conf.deferred_unmaps;
+  if (!unmap_idle_chunk(first, end, room_pages, leave_dormant, handle, chunk_pages)) return false;
   counters_.page_moves += static_cast<std::int64_t>(*chunk_pages);
   return true;
 }
 
+// Unmapped pages from `at` on, which a larger chunk's surplus may cover. The surplus stays
+// on the side of the plan's edge that `at` is on: a planned block's within the plan's
+// range, an ordinary block's outside it.
+std::size_t vmm_pool::room_pages_at(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages) const noexcept {
+  std::size_t room_pages = run_pages;
+  const bool at_in_plan = in_plan_range(pages_.page_address(at));
+  const std::size_t limit = std::min(pages_.page_count(), at + chunk_cap_pages(whole_run_pages) + run_pages);
+  while (at + room_pages < limit && !pages_.is_mapped(at + room_pages) &&
+         in_plan_range(pages_.page_address(at + room_pages)) == at_in_plan)
+    ++room_pages;
+  return room_pages;
+}
+
 // Highest addresses first: blocks drift towards the start of the range. A loop plan's
 // pages stay where the plan needs them every step (Note [Loop plans]).
-bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages,
+bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages, bool leave_dormant,
                                   backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
@@ -499,7 +529,7 @@ bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t 
     if (!pages_.chunk_free(head)) continue;
     ++inspected;
     if (!make_chunk_idle(head)) continue;
-    if (!unmap_chunk(head, handle)) continue;
+    if (!(leave_dormant ? leave_chunk_dormant(head, handle) : unmap_chunk(head, handle))) continue;
     *chunk_pages = count;
     return true;
   }
@@ -509,12 +539,16 @@ bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t 
 backend::status vmm_pool::map_chunk(std::size_t first, std::size_t count, backend::physical_handle handle) noexcept {
   const std::uintptr_t address = pages_.page_address(first);
   const std::size_t bytes = count * pages_.page_bytes();
+  // Note [Dormant mappings]: the unmaps deferred over these pages are made now.
+  backend::status result = unmap_dormant_over(first, first + count);
+  if (result != backend::status::ok) return result;
   const std::int64_t start = now_ns();
-  backend::status result = backend_.map_without_access(device_, address, bytes, handle);  // Note [Access per run]
+  result = backend_.map_without_access(device_, address, bytes, handle);  // Note [Access per run]
   counters_.map_ns += now_ns() - start;
   if (result != backend::status::ok) return result;
   ++counters_.map;
   pages_.set_mapped(first, count, handle);
+  dormant_.set_active_head(handle, first);  // a moved chunk's dormant range may wake later
   note_growth();  // Note [Growth]
   notify_segment_event(device_, segment_event_kind::map, address, bytes);
   return backend::status::ok;
@@ -529,10 +563,16 @@ bool vmm_pool::unmap_chunk(std::size_t head, backend::physical_handle* handle) n
   ++counters_.unmap;
   notify_segment_event(device_, segment_event_kind::unmap, address, bytes);
   *handle = pages_.set_unmapped(head);
+  dormant_.set_active_head(*handle, dormant_mappings::npos);  // out of the range: its dormant range never wakes
   return true;
 }
 
 void vmm_pool::release_handle(backend::physical_handle handle) noexcept {
+  // Note [Dormant mappings]: released memory goes back to the device only once every
+  // mapping of it is gone; if the dormant one stays (the device refused), it stays an orphan.
+  if (const dormant_mappings::mapping* dormant = dormant_.of_handle(handle); dormant != nullptr) {
+    if (!unmap_dormant(*dormant)) dormant_.orphan(handle);
+  }
   if (backend_.release_physical(device_, handle) == backend::status::ok) {
     ++counters_.device_free;
     return;

@@ -1,14 +1,16 @@
 // A CUDA-free backend for unit tests of the allocator's plain-C++ layers: device memory is
 // only address arithmetic (nothing is dereferenced), events complete when the test says
 // so, and any call can be made to fail. Invariant: used_bytes() == bytes of live
-// segments + live physical handles, like simcuda_used_bytes.
+// segments + live physical handles, like simcuda_used_bytes. Mappings follow the driver's
+// rules: a handle is mapped whole, at as many addresses as asked (one physical allocation,
+// counted once), never over another mapping; an unmap covers whole mappings. Stricter than
+// the driver on purpose: a handle still mapped somewhere is not released.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "backend/backend.hpp"
@@ -20,12 +22,29 @@ namespace be = fragless::backend;
 class fake_backend final : public be::backend {
  public:
   explicit fake_backend(std::uint64_t capacity_bytes, bool vmm = true) : capacity_(capacity_bytes), vmm_(vmm) {}
+  // What the last fake destroyed still had (its owner, the allocator, tears down first).
+  struct left_over {
+    std::size_t mappings = 0, handles = 0;
+  };
+  static left_over& last_left_over() {
+    static left_over last;
+    return last;
+  }
+  ~fake_backend() override { last_left_over() = left_over{mappings_.size(), handles_.size()}; }
 
   // ---- test controls ----
   bool events_complete = true;   // query_event answers ok (true) or not_ready
   std::string fail_next;         // name of the next call to fail ("create_physical", ...)
+  int fail_skip = 0;             // calls of that name to let through first
   std::uint64_t used_bytes() const { return used_; }
-  std::uint64_t mapped_bytes() const { return mapped_; }
+  std::uint64_t mapped_bytes() const { return mapped_; }  // address space mapped (aliases too)
+  // Handles mapped at more than one address now.
+  std::size_t aliased_handles() const {
+    std::size_t count = 0;
+    for (const auto& [handle, addresses] : mapped_handles_) count += addresses > 1 ? 1 : 0;
+    return count;
+  }
+  std::size_t mapping_count() const { return mappings_.size(); }
   int syncs = 0;
   int waits = 0;
   // Runs once, inside the next synchronize_device, after the synchronization: what another
@@ -97,27 +116,38 @@ class fake_backend final : public be::backend {
   }
   be::status release_physical(int, be::physical_handle handle) noexcept override {
     auto at = handles_.find(handle);
-    if (at == handles_.end() || mapped_handles_.count(handle)) return be::status::error;
+    if (at == handles_.end() || mapped_handles_.count(handle) != 0) return be::status::error;
     used_ -= at->second;
     handles_.erase(at);
     return be::status::ok;
   }
   be::status map(int, std::uintptr_t address, std::size_t bytes, be::physical_handle handle) noexcept override {
     if (should_fail("map")) return be::status::error;
-    if (!handles_.count(handle) || mapped_handles_.count(handle) || mappings_.count(address))
+    const auto physical = handles_.find(handle);
+    if (physical == handles_.end() || physical->second != bytes || overlaps_mapping(address, bytes))
       return be::status::error;
-    mapped_handles_.insert(handle);
-    mappings_[address] = handle;
+    ++mapped_handles_[handle];
+    mappings_[address] = device_mapping{handle, bytes};
     mapped_ += bytes;
     return be::status::ok;
   }
   be::status unmap(int, std::uintptr_t address, std::size_t bytes) noexcept override {
     if (should_fail("unmap")) return be::status::error;
-    auto at = mappings_.find(address);
-    if (at == mappings_.end()) return be::status::error;
-    mapped_handles_.erase(at->second);
-    mappings_.erase(at);
-    mapped_ -= bytes;
+    // Whole mappings side by side, exactly covering the range.
+    std::uintptr_t at = address;
+    while (at < address + bytes) {
+      auto found = mappings_.find(at);
+      if (found == mappings_.end()) return be::status::error;
+      at += found->second.bytes;
+    }
+    if (at != address + bytes) return be::status::error;
+    for (at = address; at < address + bytes;) {
+      auto found = mappings_.find(at);
+      at += found->second.bytes;
+      if (--mapped_handles_[found->second.handle] == 0) mapped_handles_.erase(found->second.handle);
+      mapped_ -= found->second.bytes;
+      mappings_.erase(found);
+    }
     return be::status::ok;
   }
   // Is [address, address + bytes) entirely mapped?
@@ -127,7 +157,7 @@ class fake_backend final : public be::backend {
       auto mapping = mappings_.upper_bound(at);  // a mapping may span many pages
       if (mapping == mappings_.begin()) return false;
       --mapping;
-      if (at >= mapping->first + handles_.at(mapping->second)) return false;
+      if (at >= mapping->first + mapping->second.bytes) return false;
     }
     return true;
   }
@@ -157,8 +187,19 @@ class fake_backend final : public be::backend {
   int live_events = 0;
 
  private:
+  bool overlaps_mapping(std::uintptr_t address, std::size_t bytes) const {
+    auto after = mappings_.lower_bound(address);
+    if (after != mappings_.end() && after->first < address + bytes) return true;
+    if (after == mappings_.begin()) return false;
+    --after;
+    return after->first + after->second.bytes > address;
+  }
   bool should_fail(const char* call) noexcept {
     if (fail_next != call) return false;
+    if (fail_skip > 0) {
+      --fail_skip;
+      return false;
+    }
     fail_next.clear();
     return true;
   }
@@ -173,8 +214,12 @@ class fake_backend final : public be::backend {
   std::uintptr_t next_event_ = 0x1000;
   std::map<std::uintptr_t, std::size_t> segments_;
   std::map<be::physical_handle, std::size_t> handles_;
-  std::set<be::physical_handle> mapped_handles_;
-  std::map<std::uintptr_t, be::physical_handle> mappings_;
+  std::map<be::physical_handle, int> mapped_handles_;  // handle -> addresses mapping it
+  struct device_mapping {
+    be::physical_handle handle;
+    std::size_t bytes;
+  };
+  std::map<std::uintptr_t, device_mapping> mappings_;
 };
 
 }  // namespace fragless::testing

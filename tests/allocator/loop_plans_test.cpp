@@ -201,17 +201,22 @@ void check_cheap_hand_over(const loop_result& planned) {
 
 }  // namespace
 
+// Unmaps made at once here: with them deferred, this loop's moves are returns that cost no
+// call (Note [Dormant mappings]; the next test case).
 TEST_CASE("with a loop plan a loop that moves pages every step settles at zero device calls", "[loop_plans]") {
   const step_shape shape = three_block_rounds();
   core::cache_settings without_plans;
   without_plans.conf.loop_plans = false;
   without_plans.conf.page_move_budget = false;  // pure moving (Note [Move budget] would settle it by growing)
+  without_plans.conf.deferred_unmaps = false;
   const loop_result moving = run_loop(without_plans, shape, 8);
   INFO("without plans, calls per step: " << moving.calls_per_step.back());
   REQUIRE(moving.calls_per_step.back() > 0);  // the shape is one that needs a plan
   CHECK(moving.patterns_intact);
 
-  const loop_result planned = run_loop(core::cache_settings{}, shape, 8);
+  core::cache_settings with_plans;
+  with_plans.conf.deferred_unmaps = false;
+  const loop_result planned = run_loop(with_plans, shape, 8);
   INFO("with plans, calls per step: " << planned.calls_per_step[4] << " " << planned.calls_per_step.back());
   CHECK(planned.patterns_intact);
   CHECK(planned.stats.num_loop_plans == 1);
@@ -225,12 +230,41 @@ TEST_CASE("with a loop plan a loop that moves pages every step settles at zero d
   CHECK(simcuda_race_count() == 0);
 }
 
+TEST_CASE("with deferred unmaps a loop that moves pages every step settles at zero device calls unplanned",
+          "[loop_plans][dormant]") {
+  // The loop above, without plans and with pure moving: each step's moves take chunks back
+  // where they lay dormant (Note [Dormant mappings]), so after the first steps no call is
+  // made at all, at no more memory than moving with unmaps made at once.
+  const step_shape shape = three_block_rounds();
+  core::cache_settings settings;
+  settings.conf.loop_plans = false;
+  settings.conf.page_move_budget = false;
+  settings.conf.deferred_unmaps = false;
+  const loop_result at_once = run_loop(settings, shape, 8);
+  settings.conf.deferred_unmaps = true;
+  const loop_result deferred = run_loop(settings, shape, 8);
+  std::string calls;
+  for (std::int64_t step_calls : deferred.calls_per_step) calls += std::to_string(step_calls) + " ";
+  INFO("calls per step: " << calls << "; page moves " << deferred.stats.num_page_moves << ", returns "
+                          << deferred.stats.num_dormant_returns);
+  CHECK(deferred.patterns_intact);
+  CHECK(deferred.stats.num_dormant_returns > 0);
+  CHECK(deferred.calls_per_step.back() == 0);
+  CHECK(device_calls(deferred.stats) < device_calls(at_once.stats));
+  CHECK(deferred.peak_reserved_bytes <= at_once.peak_reserved_bytes);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
+}
+
 TEST_CASE("a plan's range lies over the loop's own free pages, so its hand-over moves only what is missing",
           "[loop_plans]") {
   // The loop's pages lie below a fence block kept throughout, so the top of the free
-  // address space is above the fence, away from every page the loop has.
+  // address space is above the fence, away from every page the loop has. Unmaps are made
+  // at once: deferred, the loop's moves are returns and it needs no plan.
   const step_shape shape = rounds_among_steady_blocks(24);
-  const loop_result planned = run_loop(core::cache_settings{}, shape, 8, -1, 112 * kMiB);
+  core::cache_settings settings;
+  settings.conf.deferred_unmaps = false;
+  const loop_result planned = run_loop(settings, shape, 8, -1, 112 * kMiB);
   // (A range at the top of the free address space, above the fence, had all 55 of its
   // pages moved in: 110 calls against 52.)
   check_cheap_hand_over(planned);
