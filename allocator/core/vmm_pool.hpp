@@ -302,10 +302,10 @@ class vmm_pool final : public large_pool {
   // moves, not a moved chunk's surplus).
   std::int64_t pages_moved_ = 0;
   // Note [Loop plans], Note [Move budget], Note [Waits as churn]: what the plan finder
-  // sees as churn.
+  // sees as churn (moves back where a chunk lay dormant too: Note [Dormant mappings]).
   loop_churn churn() const noexcept {
     const auto page_bytes = static_cast<std::int64_t>(pages_.page_bytes());
-    return loop_churn{(counters_.page_moves + pages_created_over_budget_) * page_bytes,
+    return loop_churn{(counters_.page_moves + counters_.dormant_returns + pages_created_over_budget_) * page_bytes,
                       counters_.cross_stream_waits * page_bytes / loop_churn::kWaitsPerPageMove};
   }
 };

@@ -34,11 +34,16 @@ namespace fragless::core {
 // it was -- then cost nothing after the first move, where each move took an unmap and a
 // map. So the pool never makes more calls than it did unmapping at once: each deferred
 // unmap is made at most once, later or never, and a return adds none (it saves the map
-// and the access change too). A return is no page move for the move budget or the plan
-// finder's churn (Note [Move budget], Note [Waits as churn]): it costs the device nothing.
-// Seeds 1-200 of every corpus family, five repetitions: 9.2 % fewer device calls in all
-// (6.6 % in the first pass; `quantized-attention` 21 %, `unet-resolution` 17 %), the same
-// peaks (1.0088x -> 1.0085x the ideal) -- docs/compaction.md, "Kept: deferred unmaps".
+// and the access change too). A return is no page move for the move budget (Note [Move
+// budget]): it costs the device nothing, so nothing need be created to stop it. For the
+// plan finder it is churn like a move (Note [Waits as churn]): the loop's layout has not
+// settled, and a plan still saves it the host time of ordinary placement and the idle
+// check each return makes. (Not counted, `dynamic-shapes` loops that returned chunks every
+// step went unplanned: their fifth pass took 1.37x the host time, 150 of 200 seeds more
+// than 1.2x; counted, 1.00x.) Seeds 1-200 of every corpus family, five repetitions: 8.9 %
+// fewer device calls in all (6.6 % in the first pass; `quantized-attention` 21 %,
+// `unet-resolution` 17 %), the same peaks (1.0088x -> 1.0086x the ideal) and fifth-pass
+// host time -- docs/compaction.md, "Kept: deferred unmaps".
 // Most deferred unmaps are still made: the address is needed while the chunk is live
 // elsewhere. A chunk taken for a stitch (Note [Stitching]) leaves the range; its dormant
 // range stays until the stitch releases the handle and never wakes. If unmapping a released
@@ -47,8 +52,8 @@ namespace fragless::core {
 // deferred_unmaps:false unmaps at once.
 // Tried and not kept: preferring, among the chunks a move may take, one with no dormant
 // range (whose move defers an unmap rather than making one): the loops stopped settling --
-// 25 % more calls on the same seeds, and steady-pass calls on 611 more of them -- though
-// with peaks lower (1.0085x -> 1.0064x; `many-streams` 1.0236x -> 1.0089x).
+// 25 % more calls on the same seeds, and steady-pass calls on 652 more of them -- though
+// with peaks lower (1.0086x -> 1.0066x; `many-streams` 1.0236x -> 1.0089x).
 
 bool vmm_pool::wake_dormant_chunk(std::size_t at, std::size_t room_pages, std::size_t first, std::size_t end,
                                     backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
@@ -71,7 +76,7 @@ bool vmm_pool::wake_dormant_chunk(std::size_t at, std::size_t room_pages, std::s
   pages_.set_mapped(at, count, woken);
   note_growth();  // Note [Growth]
   notify_segment_event(device_, segment_event_kind::map, pages_.page_address(at), count * pages_.page_bytes());
-  ++counters_.dormant_returns;
+  counters_.dormant_returns += static_cast<std::int64_t>(count);
   *handle = woken;
   *chunk_pages = count;
   return true;
