@@ -290,8 +290,10 @@ TEST_CASE("torch allocator: history has the segment_map and segment_unmap entrie
 
 TEST_CASE("torch allocator: OOM is c10::OutOfMemoryError with PyTorch's message, observers called") {
   require_installed();
-  int observed = 0;
-  allocator::get()->attachOutOfMemoryObserver([&observed](int64_t, std::size_t, std::size_t, std::size_t) { ++observed; });
+  // Observers stay attached for the process (as in PyTorch): a later test's out-of-memory
+  // calls this one too, so it must not point into this test's stack.
+  const auto observed = std::make_shared<int>(0);
+  allocator::get()->attachOutOfMemoryObserver([observed](int64_t, std::size_t, std::size_t, std::size_t) { ++*observed; });
   const auto ooms_before = allocator::getDeviceStats(0).num_ooms;
   try {
     allocator::raw_alloc(std::size_t{1} << 50);
@@ -301,7 +303,7 @@ TEST_CASE("torch allocator: OOM is c10::OutOfMemoryError with PyTorch's message,
     CHECK(starts_with(oom.msg(), "CUDA out of memory. Tried to allocate 1048576.00 GiB. GPU 0 has a total capacity of "));
     CHECK_THAT(oom.msg(), Catch::Contains(" is allocated by PyTorch, and "));
   }
-  CHECK(observed == 1);
+  CHECK(*observed == 1);
   CHECK(allocator::getDeviceStats(0).num_ooms == ooms_before + 1);
 }
 
