@@ -24,7 +24,11 @@ namespace fragless::core {
 //    released memory goes back to the device at once;
 //  - when the chunk moves again, to a third place (a chunk has one dormant range at most);
 //  - before a CUDA graph capture begins (begin_capture), since a capture refuses unmaps
-//    (Note [Capture underway]) and a block placed over a dormant range needs one;
+//    (Note [Capture underway]) and a block placed over a dormant range needs one (not
+//    closed: a move another thread makes between that flush and the capture flag leaves a
+//    range that a block placed over it during the capture cannot get; that allocation
+//    fails as any refused call does -- closing it needs the flush and the flag under one
+//    lock);
 //  - at teardown.
 // And where a block lacks pages exactly where an idle, wholly free chunk lies dormant (its
 // range starting at the missing run and fitting the room there), the chunk comes back for
