@@ -57,7 +57,10 @@ namespace fragless::core {
 // Tried and not kept: preferring, among the chunks a move may take, one with no dormant
 // range (whose move defers an unmap rather than making one): the loops stopped settling --
 // 25 % more calls on the same seeds, and steady-pass calls on 652 more of them -- though
-// with peaks lower (1.0086x -> 1.0066x; `many-streams` 1.0236x -> 1.0089x).
+// with peaks lower (1.0086x -> 1.0066x; `many-streams` 1.0236x -> 1.0089x). And returns
+// only of chunks lying above the missing run (moving down, as moves drift): `pangu_13B.csv`
+// 1.036x -> 1.032x and `pangu_2.6B.csv` 1.018x -> 1.015x, but on the corpus seeds 2.2 %
+// more calls (`quantized-attention` 6.6 %) for the same peaks.
 
 bool vmm_pool::wake_dormant_chunk(std::size_t at, std::size_t room_pages, std::size_t first, std::size_t end,
                                     backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
