@@ -10,8 +10,10 @@ still timed (the corpus A/B in the README's protocol) before it is claimed faste
 
 Each seed is replayed once per library in `fragless-bench replay-one` under callgrind, with
 loop-plan layouts on the allocating thread (loop_plan_threads:false: the same layouts,
-every one counted where it runs) and collection on only inside the peer's allocate and
-deallocate calls. Reported per seed: instructions in those calls (which include simcuda's
+every one counted where it runs), automatic compaction off (compact_threshold_bytes:
+unlimited: its passes run at most once a second of wall time, so under valgrind on a busy
+machine two counts of one library differed by 0.3 % on `huge-tensors` seed 1) and
+collection on only inside the peer's allocate and deallocate calls. Reported per seed: instructions in those calls (which include simcuda's
 emulation of the device calls they make, the same for two libraries that make the same
 calls), of which in step layouts (lay_out_narrowest), and the rest -- the allocator's own
 paths; and whether peaks and device calls by pass matched between the libraries.
@@ -67,7 +69,7 @@ def count(trace, lib, index, repetitions, work):
                "--callgrind-out-file=" + out_file, BENCH, "replay-one", "--source", "file:" + trace,
                "--allocator", "fragless[nt]", "--repetitions", str(repetitions), "--max-events", "0",
                "--device-call-ns", "0", "--host-work-ns", "0", "--timeout", "3600",
-               "--configuration", "loop_plan_threads:false"]
+               "--configuration", "loop_plan_threads:false,compact_threshold_bytes:unlimited"]
     run = subprocess.run(command, capture_output=True, text=True, env=env)
     outcome = dict(line.split("\t", 1) for line in run.stdout.splitlines() if "\t" in line)
     if not os.path.exists(out_file):
