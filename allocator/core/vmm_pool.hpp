@@ -123,6 +123,11 @@ class vmm_pool final : public large_pool {
   bool in_plan_range(std::uintptr_t address) const noexcept {
     return address - plan_base_ < plan_range_bytes_;
   }
+  // The plan's pages [first, end); both SIZE_MAX when there is no plan range.
+  std::pair<std::size_t, std::size_t> plan_pages() const noexcept {
+    if (plan_range_bytes_ == 0) return {SIZE_MAX, SIZE_MAX};
+    return {pages_.first_page(plan_base_), pages_.end_page(plan_base_, plan_range_bytes_)};
+  }
   // Note [Placement]: the address for a block of `size_bytes` and the free range holding it.
   std::optional<std::pair<std::uintptr_t, free_range_ref>> choose_placement(std::size_t size_bytes) const;
   // Note [Placement]: whether a live block of `size_bytes` ends at `address` / starts at it.
@@ -165,10 +170,11 @@ class vmm_pool final : public large_pool {
   bool unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t max_pages, bool leave_dormant,
                         backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
   // Note [Dormant mappings]: the chunk whose dormant range starts at `at`, no larger than
-  // `room_pages`, idle, wholly free and outside pages [first, end) and the plan's range,
-  // mapped at `at` again for no call (its range now is left dormant). False when there is none.
-  bool wake_dormant_chunk(std::size_t at, std::size_t room_pages, std::size_t first, std::size_t end,
-                          backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
+  // room_pages_at(at, run_pages, whole_run_pages), idle, wholly free and outside pages
+  // [first, end) and the plan's range, mapped at `at` again for no call (its range now is
+  // left dormant). False when there is none.
+  bool wake_dormant_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages, std::size_t first,
+                          std::size_t end, backend::physical_handle* handle, std::size_t* chunk_pages) noexcept;
   // Note [Dormant mappings]: the pool forgets the idle free chunk at `head` and hands over
   // its handle, leaving the mapping on the device as the chunk's dormant range (its
   // earlier dormant range, if any, is unmapped first); false, with the chunk still

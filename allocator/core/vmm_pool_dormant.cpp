@@ -62,19 +62,17 @@ namespace fragless::core {
 // 1.036x -> 1.032x and `pangu_2.6B.csv` 1.018x -> 1.015x, but on the corpus seeds 2.2 %
 // more calls (`quantized-attention` 6.6 %) for the same peaks.
 
-bool vmm_pool::wake_dormant_chunk(std::size_t at, std::size_t room_pages, std::size_t first, std::size_t end,
-                                    backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
+bool vmm_pool::wake_dormant_chunk(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages,
+                                    std::size_t first, std::size_t end, backend::physical_handle* handle,
+                                    std::size_t* chunk_pages) noexcept {
   const dormant_mappings::mapping* dormant = dormant_.starting_at(at);
-  if (dormant == nullptr || dormant->active_head == dormant_mappings::npos || dormant->pages > room_pages)
-    return false;
+  if (dormant == nullptr || dormant->active_head == dormant_mappings::npos) return false;
   const std::size_t head = dormant->active_head;
   const std::size_t count = dormant->pages;
   if (head < end && head + count > first) return false;  // the block's own pages
-  if (plan_range_bytes_ != 0) {  // a loop plan's pages stay where the plan needs them
-    const std::size_t plan_first = pages_.first_page(plan_base_);
-    const std::size_t plan_end = pages_.end_page(plan_base_, plan_range_bytes_);
-    if (head < plan_end && head + count > plan_first) return false;
-  }
+  const auto [plan_first, plan_end] = plan_pages();       // a loop plan's pages stay where the plan needs them
+  if (head < plan_end && head + count > plan_first) return false;
+  if (count > room_pages_at(at, run_pages, whole_run_pages)) return false;  // the room, only once a chunk is found
   if (!pages_.is_mapped(head) || pages_.chunk_head(head) != head || pages_.chunk_pages(head) != count) return false;
   if (!pages_.chunk_free(head) || !make_chunk_idle(head)) return false;
   const backend::physical_handle woken = pages_.set_unmapped(head);

@@ -365,7 +365,7 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
   // Note [Dormant mappings]: a chunk lying dormant here comes back first -- no call, no new
   // memory -- whatever the allowance and the budget say about moves.
   if (at != SIZE_MAX && !dormant_.empty() &&
-      wake_dormant_chunk(at, room_pages_at(at, run_pages, whole_run_pages), first, end, handle, chunk_pages)) {
+      wake_dormant_chunk(at, run_pages, whole_run_pages, first, end, handle, chunk_pages)) {
     *resident = true;
     return backend::status::ok;
   }
@@ -506,8 +506,7 @@ bool vmm_pool::unmap_idle_chunk(std::size_t first, std::size_t end, std::size_t 
                                   backend::physical_handle* handle, std::size_t* chunk_pages) noexcept {
   const auto& cached = pages_.cached_free_pages();
   int inspected = 0;
-  const std::size_t plan_first = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.first_page(plan_base_);
-  const std::size_t plan_end = plan_range_bytes_ == 0 ? SIZE_MAX : pages_.end_page(plan_base_, plan_range_bytes_);
+  const auto [plan_first, plan_end] = plan_pages();
   for (std::size_t candidate = cached.highest_below(page_set::npos);
        candidate != page_set::npos && inspected < kMoveCandidates;) {
     const std::size_t head = pages_.chunk_head(candidate);
