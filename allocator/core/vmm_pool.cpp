@@ -134,6 +134,7 @@ backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std
 }
 
 void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+  freed_a_block_ = true;  // Note [First growth]
   if (!dedicated_.empty()) {
     auto at = dedicated_.find(address);
     if (at != dedicated_.end()) {

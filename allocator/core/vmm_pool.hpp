@@ -307,6 +307,8 @@ class vmm_pool final : public large_pool {
   // Note [Move budget]: pages moved by choice where a block lacked them (not a loop plan's
   // moves, not a moved chunk's surplus).
   std::int64_t pages_moved_ = 0;
+  // Note [First growth]: a block of this pool has been freed (chunks are capped from then on).
+  bool freed_a_block_ = false;
   // Note [Loop plans], Note [Move budget], Note [Waits as churn]: what the plan finder
   // sees as churn (moves back where a chunk lay dormant too: Note [Dormant mappings]).
   loop_churn churn() const noexcept {

@@ -11,7 +11,9 @@
 //  - a run of missing pages is one create and one map, so growing to many pages takes far
 //    fewer device calls than one page at a time, and physical_chunk_fraction 0 restores one
 //    page per allocation; a block as large as reserved memory takes at most
-//    1/physical_chunk_run_fraction chunks.
+//    1/physical_chunk_run_fraction chunks;
+//  - until the first free, chunks may reach physical_chunk_first_growth_bytes (Note [First
+//    growth]), and after it the fractions alone apply again.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -20,6 +22,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "consistency.hpp"
@@ -70,8 +73,8 @@ std::map<std::uintptr_t, std::size_t> check_chunks(core::device_cache& cache, co
 }
 
 // The largest chunk the property test's workload may create: 1/8 of the peak reserved
-// memory, or the run's share of its largest block (1 MiB << 6 plus 63 half-MiB), one page
-// at least.
+// memory, or the run's share of its largest block (1 MiB << 6 plus 63 half-MiB), or (before
+// the first free) physical_chunk_first_growth_bytes, one page at least.
 std::size_t largest_chunk_bytes(const device_stats& stats) {
   const core::cache_settings defaults;
   const std::size_t largest_run_pages = ((std::size_t{1} << 26) + 63 * 512 * 1024) / kPage;
@@ -79,7 +82,8 @@ std::size_t largest_chunk_bytes(const device_stats& stats) {
       std::ceil(static_cast<double>(largest_run_pages) * defaults.conf.physical_chunk_run_fraction));
   const auto reserved_share_bytes =
       static_cast<std::size_t>(static_cast<double>(stats.reserved_bytes[pool_all].peak) * 0.125) / kPage * kPage;
-  return std::max({kPage, reserved_share_bytes, run_share_pages * kPage});
+  return std::max({kPage, reserved_share_bytes, run_share_pages * kPage,
+                   defaults.conf.physical_chunk_first_growth_bytes / kPage * kPage});
 }
 
 }  // namespace
@@ -149,6 +153,7 @@ TEST_CASE("physical chunks: a run of missing pages is one create and one map", "
     reset_simcuda();
     core::cache_settings settings;
     settings.conf.physical_chunk_fraction = fraction;
+    settings.conf.physical_chunk_first_growth_bytes = 0;  // the fractions alone (its own test below)
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     std::vector<void*> blocks;
@@ -179,6 +184,7 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
     reset_simcuda();
     core::cache_settings settings;  // physical_chunk_fraction 1/256, the default
     settings.conf.physical_chunk_run_fraction = run_fraction;
+    settings.conf.physical_chunk_first_growth_bytes = 0;  // the fractions alone (its own test below)
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     // 256 pages, page-aligned; below dedicated_mapping_threshold_bytes, so in the shared range.
@@ -200,6 +206,63 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
   // Reserved memory stays below 512 MiB, where 1/256 of it is less than a page: one page
   // at a time.
   CHECK(reserved_only.num_device_alloc == 256);
+}
+
+TEST_CASE("physical chunks: until the first free a run takes chunks of the first-growth size", "[chunks]") {
+  // Note [First growth]: before any block is freed no chunk can hold a free page, so a
+  // created chunk may reach physical_chunk_first_growth_bytes (20 MiB by default); the
+  // first free ends that, and the fractions alone cut runs again.
+  auto grow = [](std::size_t first_growth_bytes) {
+    reset_simcuda();
+    core::cache_settings settings;  // physical_chunk_fraction 1/256, run share 1/32
+    settings.conf.physical_chunk_first_growth_bytes = first_growth_bytes;
+    settings.exact_start_allocations = 0;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    std::vector<void*> blocks;
+    // 16 blocks of 32 MiB (16 pages each, page-aligned one after another), then a 2 MiB one.
+    for (int i = 0; i < 16; ++i) {
+      blocks.push_back(instance->allocate(32 * kMiB, 0, nullptr));
+      fill_pattern(blocks.back(), 32 * kMiB, static_cast<std::uint64_t>(i));
+    }
+    void* small = instance->allocate(2 * kMiB, 0, nullptr);
+    const device_stats grown = cache.stats();
+    std::vector<std::size_t> piece_bytes;
+    for (void* b : blocks)
+      for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(b), 32 * kMiB))
+        piece_bytes.push_back(piece.bytes);
+    // The first free, then a block that lacks pages again.
+    instance->deallocate(small);
+    void* after = instance->allocate(32 * kMiB, 0, nullptr);
+    fill_pattern(after, 32 * kMiB, 99);
+    std::vector<std::size_t> after_piece_bytes;
+    for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(after), 32 * kMiB))
+      after_piece_bytes.push_back(piece.bytes);
+    const device_stats end = cache.stats();
+    for (int i = 0; i < 16; ++i)
+      CHECK(check_pattern(blocks[static_cast<std::size_t>(i)], 32 * kMiB, static_cast<std::uint64_t>(i)));
+    CHECK(check_pattern(after, 32 * kMiB, 99));
+    for (void* b : blocks) instance->deallocate(b);
+    instance->deallocate(after);
+    return std::make_tuple(grown, piece_bytes, after_piece_bytes, end);
+  };
+  const auto [grown, pieces, after_pieces, end] = grow(20 * kMiB);
+  const auto [grown_off, pieces_off, after_pieces_off, end_off] = grow(0);
+  INFO("creates before the free: " << grown.num_device_alloc << " (off: " << grown_off.num_device_alloc << ")");
+  CHECK(grown.reserved_bytes[pool_all].peak == grown_off.reserved_bytes[pool_all].peak);
+  // Each block: a 20 MiB chunk and a 12 MiB one; the small block one page.
+  REQUIRE(pieces.size() == 32);
+  for (std::size_t i = 0; i < pieces.size(); ++i) CHECK(pieces[i] == (i % 2 == 0 ? 20 * kMiB : 12 * kMiB));
+  CHECK(grown.num_device_alloc == 33);
+  // Off: below 512 MiB reserved, 1/256 of it and 1/32 of a 16-page run are less than a page.
+  CHECK(grown_off.num_device_alloc == 16 * 16 + 1);
+  // After the first free the new block's missing pages are one-page chunks again, as off.
+  CHECK(after_pieces == after_pieces_off);
+  CHECK(!after_pieces.empty());
+  for (std::size_t bytes : after_pieces) CHECK(bytes == kPage);
+  CHECK(end.num_device_alloc - grown.num_device_alloc == end_off.num_device_alloc - grown_off.num_device_alloc);
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
 }
 
 namespace {

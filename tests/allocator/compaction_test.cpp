@@ -257,6 +257,9 @@ TEST_CASE("a request larger than any free range is stitched from free pages, or 
   REQUIRE(simcuda_set_capacity(0, 64 * kMiB) == 0);
   core::cache_settings settings;
   settings.virtual_range_factor = 1.0;  // the shared range is as large as the device
+  // Each 4 MiB block on chunks of its own (Note [First growth] would back several with one
+  // 20 MiB chunk, which a stitch cannot take while one of them lives).
+  settings.conf.physical_chunk_first_growth_bytes = 0;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   const std::uint64_t used_start = simcuda_used_bytes(0);

@@ -32,6 +32,7 @@ core::cache_settings moving_settings() {
   settings.conf.page_move_budget = false;
   settings.conf.compact_threshold_bytes = fragless::unlimited_bytes;
   settings.exact_start_allocations = 0;
+  settings.conf.physical_chunk_first_growth_bytes = 0;  // one chunk per page: moves of one page
   return settings;
 }
 

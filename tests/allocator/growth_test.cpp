@@ -104,6 +104,9 @@ churn_outcome run_churning_loop(std::uint64_t seed, bool budget, int steps) {
   settings.conf.loop_plans = false;
   settings.conf.page_move_budget = budget;
   settings.exact_start_allocations = 0;
+  // One page per created chunk (reserved memory stays far below 512 MiB), so that the
+  // chunks created count the pages created (Note [First growth] would make 20 MiB ones).
+  settings.conf.physical_chunk_first_growth_bytes = 0;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   std::mt19937_64 random(seed);

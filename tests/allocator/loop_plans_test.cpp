@@ -125,9 +125,13 @@ struct loop_result {
 // `fence_bytes` into the range and kept to the end, so the loop's pages lie mostly below
 // it. A small block is freed at once instead: its slab stays, empty, as the small pool's
 // cache of its class.
-loop_result run_loop(const core::cache_settings& settings, const step_shape& shape, int steps,
+loop_result run_loop(const core::cache_settings& loop_settings, const step_shape& shape, int steps,
                      int deviate_at = -1, std::size_t fence_bytes = 0, std::size_t fence_block_bytes = kMiB) {
   reset_simcuda();
+  // The first step's pages in chunks of the fractions' size, not Note [First growth]'s
+  // 20 MiB: these loops' blocks share pages, and the moves a plan settles are per page.
+  core::cache_settings settings = loop_settings;
+  settings.conf.physical_chunk_first_growth_bytes = 0;
   auto instance = make_simcuda_allocator(settings);
   core::device_cache& cache = instance->device(0);
   void* streams[kStreams];

@@ -68,6 +68,7 @@ TEST_CASE("release_threshold_bytes: idle cached memory above it goes at the next
 TEST_CASE("release_threshold_bytes: the cache keeps up to the threshold (VMM pages)", "[options]") {
   core::cache_settings settings = mode(true);
   settings.conf.release_threshold_bytes = 10 * kMiB;
+  settings.conf.physical_chunk_first_growth_bytes = 0;  // pages released one by one, not a 20 MiB chunk
   fixture f(kGiB, settings);
   void* block = f.instance.allocate(40 * kMiB, 0, stream_number(1));
   f.instance.deallocate(block);  // a large free is a slow-path point
