@@ -49,7 +49,9 @@ void close_imported_block(void* pointer) noexcept { global().close_imported_bloc
 
 void begin_capture() noexcept {
   // Note [Dormant mappings]: a capture refuses unmaps, and a block placed over a dormant
-  // range needs one; so they are made before it begins.
+  // range needs one; so they are made before it begins. From the setup's start no move
+  // leaves a new one (each cache's flush takes its lock after the setup count is raised).
+  backend::enter_capture_setup();
   if (core::allocator* instance = core::global_allocator_if_created()) {
     try {
       for (core::device_cache* created : instance->created_devices())
@@ -60,6 +62,7 @@ void begin_capture() noexcept {
     }
   }
   backend::enter_capture();
+  backend::leave_capture_setup();
 }
 void end_capture() noexcept { backend::leave_capture(); }
 

@@ -52,6 +52,19 @@ inline void leave_capture() noexcept {
 }
 inline bool capture_underway() noexcept { return captures_underway_count().load(std::memory_order_acquire) > 0; }
 
+// Note [Dormant mappings]: captures being set up (fragless::begin_capture between its flush
+// of dormant ranges and enter_capture). While one is, or a capture is underway, a page move
+// unmaps at once rather than leave a range a capture could not unmap.
+inline std::atomic<int>& capture_setups_count() noexcept {
+  static std::atomic<int> count{0};
+  return count;
+}
+inline void enter_capture_setup() noexcept { capture_setups_count().fetch_add(1, std::memory_order_acq_rel); }
+inline void leave_capture_setup() noexcept { capture_setups_count().fetch_sub(1, std::memory_order_acq_rel); }
+inline bool unmaps_deferrable() noexcept {
+  return capture_setups_count().load(std::memory_order_acquire) == 0 && !capture_underway();
+}
+
 std::unique_ptr<backend> make_capture_aware(std::unique_ptr<backend> wrapped);
 
 }  // namespace fragless::backend

@@ -24,11 +24,14 @@ namespace fragless::core {
 //    released memory goes back to the device at once;
 //  - when the chunk moves again, to a third place (a chunk has one dormant range at most);
 //  - before a CUDA graph capture begins (begin_capture), since a capture refuses unmaps
-//    (Note [Capture underway]) and a block placed over a dormant range needs one (not
-//    closed: a move another thread makes between that flush and the capture flag leaves a
-//    range that a block placed over it during the capture cannot get; that allocation
-//    fails as any refused call does -- closing it needs the flush and the flag under one
-//    lock);
+//    (Note [Capture underway]) and a block placed over a dormant range needs one. From the
+//    moment begin_capture starts until the capture ends, a move unmaps at once instead of
+//    leaving a range (backend::unmaps_deferrable()): begin_capture raises the setup count
+//    before it flushes, and a move reads it under the device lock that the flush of its
+//    cache takes too, so a move made on another thread either reads it raised or has left
+//    its range before that cache's flush runs (before, a move between the flush and the
+//    capture flag left a range that a block placed over it during the capture could not
+//    get);
 //  - at teardown.
 // And where a block lacks pages exactly where an idle, wholly free chunk lies dormant (its
 // range starting at the missing run and fitting the room there), the chunk comes back for

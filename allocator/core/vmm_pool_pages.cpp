@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "backend/capture_aware_backend.hpp"
 #include "core/monotonic_clock.hpp"
 #include "core/segment_events.hpp"
 #include "core/size_classes.hpp"
@@ -499,8 +500,9 @@ bool vmm_pool::take_cached_chunk(std::size_t at, std::size_t run_pages, std::siz
                                    std::size_t first, std::size_t end, backend::physical_handle* handle,
                                    std::size_t* chunk_pages) noexcept {
   const std::size_t room_pages = at == SIZE_MAX ? run_pages : room_pages_at(at, run_pages, whole_run_pages);
-  // Note [Dormant mappings]: a chunk moved within the range may leave its mapping behind.
-  const bool leave_dormant = at != SIZE_MAX && settings_.conf.deferred_unmaps;
+  // Note [Dormant mappings]: a chunk moved within the range may leave its mapping behind
+  // -- not while a capture is set up or underway, which could not unmap it later.
+  const bool leave_dormant = at != SIZE_MAX && settings_.conf.deferred_unmaps && backend::unmaps_deferrable();
   if (!unmap_idle_chunk(first, end, room_pages, leave_dormant, handle, chunk_pages)) return false;
   counters_.page_moves += static_cast<std::int64_t>(*chunk_pages);
   return true;

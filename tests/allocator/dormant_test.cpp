@@ -223,6 +223,30 @@ TEST_CASE("before a capture every dormant range is unmapped, so the capture need
   fragless::testing::check_consistency(cache.snapshot(), cache.stats());
 }
 
+TEST_CASE("while a capture is being set up a move unmaps at once, leaving no dormant range", "[dormant][capture]") {
+  // begin_capture raises the setup count before it flushes the dormant ranges: a move made
+  // on another thread from then on must not leave one, or a block placed over it during the
+  // capture would need the unmap the capture refuses.
+  fixture f;
+  backend::enter_capture_setup();
+  const moved_pair moved = move_two_pages(f);
+  backend::leave_capture_setup();
+  const device_stats stats = f.cache().stats();
+  CHECK(stats.num_page_moves == 2);
+  CHECK(stats.num_unmap == 2);  // made at once
+  CHECK(f.device_backend->aliased_handles() == 0);
+  // Once the setup is over, moves defer again: with Z gone, a block of X's size fits X's
+  // old range best and takes two of Z's chunks there, leaving them dormant where Z was.
+  f.instance.deallocate(moved.z);
+  void* w = f.instance.allocate(2 * kPage, 0, nullptr);
+  CHECK(f.cache().stats().num_page_moves == stats.num_page_moves + 2);
+  CHECK(f.cache().stats().num_unmap == stats.num_unmap);
+  CHECK(f.device_backend->aliased_handles() == 2);
+  f.check();
+  for (void* block : {moved.fence, w}) f.instance.deallocate(block);
+  f.check();
+}
+
 TEST_CASE("a refused deferred unmap fails only that mapping, and a refused one on release is retried", "[dormant][faults]") {
   SECTION("the address is needed") {
     fixture f;
