@@ -1,14 +1,12 @@
 // VMM pool: the shared range's pages -- where a block goes (Note [Placement]),
 // the pages kept mapped as a cache (Note [Page cache]), when a missing page is moved
 // rather than created (Note [Page moves]) and when a free chunk too large to move is given
-// back first (Note [Chunks given back]).
+// back first (Note [Chunks given back]); chunks (Note [Physical chunks]).
 // Invariant: a page is mapped while a live block touches it; a page moved or released is
 // one no stream can still touch; every handle taken off a page is mapped again, released,
 // or queued in unreleased_ for a later retry.
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
-
-#include <cmath>
 
 #include "backend/capture_aware_backend.hpp"
 #include "core/monotonic_clock.hpp"
@@ -193,7 +191,8 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
 //  - a chunk is never larger than the run the block needs nor, for a created chunk, than
 //    the larger of physical_chunk_fraction of reserved memory at that moment and
 //    physical_chunk_run_fraction of the run (at least one page, or physical_chunk_min_bytes
-//    when that is larger); whether a run is created or moved is decided once for the run
+//    when that is larger, or, until the pool first frees a block, the 20 MiB of Note
+//    [First growth]); whether a run is created or moved is decided once for the run
 //    (Note [Page moves]) -- so a small program keeps page granularity and a large one gets
 //    large chunks, the geometric growth of PyTorch's segment sizes, and a block large next
 //    to reserved memory takes at most 1/physical_chunk_run_fraction chunks (32; the share
@@ -322,38 +321,6 @@ backend::status vmm_pool::grant_access(inaccessible_run* run) noexcept {
   run->begin_page = run->end_page;
   return result;
 }
-
-// Note [Physical chunks]: the pages a created chunk backing a run of `run_pages` may have.
-std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
-  const double fraction = settings_.conf.physical_chunk_fraction;
-  if (fraction <= 0.0) return 1;
-  const auto pages = static_cast<std::size_t>(static_cast<double>(reserved_bytes()) * fraction /
-                                              static_cast<double>(pages_.page_bytes()));
-  const double run_fraction = settings_.conf.physical_chunk_run_fraction;
-  const std::size_t run_share_pages =
-      run_fraction > 0.0 ? static_cast<std::size_t>(std::ceil(static_cast<double>(run_pages) * run_fraction)) : 0;
-  // Note [First growth]: before the first free, a chunk may also reach the first-growth size.
-  const std::size_t first_growth_pages =
-      freed_a_block_ ? 0 : settings_.conf.physical_chunk_first_growth_bytes / pages_.page_bytes();
-  return std::max<std::size_t>(
-      {1, pages, run_share_pages, first_growth_pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
-}
-
-// Note [First growth]
-// The caps of Note [Physical chunks] bound the free pages a chunk can hold once some of its
-// pages are free again; until a block of the pool is first freed, no page of any chunk is
-// free (a created chunk covers only pages its block fills), so they guard against nothing
-// yet and only cut the program's first blocks -- weights, buffers, state, made before a
-// step frees anything -- into one-page chunks while reserved memory is small: 20 to 70 %
-// of a corpus family's first-pass creations (seeds 1-20, a temporary count). So until the
-// pool first frees a block, a created chunk may also be physical_chunk_first_growth_bytes
-// (20 MiB, expandable segments' unit, by default). Not without a limit: the blocks made
-// before the first free include the first step's temporaries, freed soon after; uncapped,
-// such a chunk (corpus quantized-attention seed 48: 474 MiB, made for a score block) later
-// held free pages that no move could take, 1.015x -> 1.389x the ideal. At 20 MiB a chunk
-// made then holds at most what one of expandable segments' pages can. Measured on seeds
-// 1-200 of every family, five repetitions (docs/compaction.md, "Larger chunks before the
-// first free"): first-pass calls -20 %, peak / ideal 1.0086 -> 1.0094 (geometric mean).
 
 // Note [Chunks given back]
 // Past the growth allowance the pool moves a missing run's pages rather than create them
