@@ -153,9 +153,12 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
   const double run_fraction = settings_.conf.physical_chunk_run_fraction;
   const std::size_t run_share_pages =
       run_fraction > 0.0 ? static_cast<std::size_t>(std::ceil(static_cast<double>(run_pages) * run_fraction)) : 0;
-  // Note [First growth]: before the first free, a chunk may also reach the first-growth size.
+  // Note [First growth]: before the first free, a chunk may also reach the first-growth
+  // size, or 1/16 of reserved memory where that is less.
   const std::size_t first_growth_pages =
-      freed_a_block_ ? 0 : settings_.conf.physical_chunk_first_growth_bytes / pages_.page_bytes();
+      freed_a_block_ ? 0
+                     : std::min(settings_.conf.physical_chunk_first_growth_bytes,
+                                reserved_bytes() / kFirstGrowthReservedShare) / pages_.page_bytes();
   return std::max<std::size_t>(
       {1, pages, run_share_pages, first_growth_pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
 }
@@ -168,13 +171,18 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
 // step frees anything -- into one-page chunks while reserved memory is small: chunks cut
 // short by a cap were 61-73 % of the creations (seeds 1-20 of four corpus families, a
 // temporary count). So until the pool first frees a block, a created chunk may also be
-// physical_chunk_first_growth_bytes (20 MiB, expandable segments' unit, by default); the
-// first free (vmm_pool::release) ends that for good. Not without a limit: the blocks made
-// before the first free include the first step's temporaries, freed soon after; uncapped,
-// such a chunk (corpus quantized-attention seed 48: 474 MiB, made for a score block) later
-// held free pages that no move could take, 1.015x -> 1.389x the ideal. At 20 MiB a chunk
-// made then holds at most what one of expandable segments' pages can. Measured on seeds
-// 1-200 of every family, five repetitions (docs/compaction.md, "Larger chunks before the
-// first free"): first-pass calls -20 %, peak / ideal 1.0086 -> 1.0094 (geometric mean).
+// physical_chunk_first_growth_bytes (20 MiB, expandable segments' unit, by default), and no
+// more than 1/kFirstGrowthReservedShare (1/16) of the memory reserved when it is made; the
+// first free (vmm_pool::release) ends that for good. Not without limits: the blocks made
+// before the first free include the first step's temporaries, freed soon after, whose
+// chunks later hold free pages where smaller blocks come back to their memory. Uncapped,
+// such a chunk (corpus quantized-attention seed 48: 474 MiB, made for a score block) held
+// free pages that no move could take, 1.015x -> 1.389x the ideal; at 20 MiB a chunk made
+// then holds at most what one of expandable segments' pages can; and the share of reserved
+// memory keeps it small next to a small program, where 20 MiB alone put the peaks of 51 of
+// seeds 1-200 of every family more than 1 % higher (24 with the share, for 3.9 % more
+// first-pass calls). Measured on those seeds, five repetitions (docs/compaction.md,
+// "Larger chunks before the first free"): first-pass calls -17 %, peak / ideal 1.0086 ->
+// 1.0090 (geometric mean).
 
 }  // namespace fragless::core

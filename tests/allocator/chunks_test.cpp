@@ -12,8 +12,9 @@
 //    fewer device calls than one page at a time, and physical_chunk_fraction 0 restores one
 //    page per allocation; a block as large as reserved memory takes at most
 //    1/physical_chunk_run_fraction chunks;
-//  - until the first free, chunks may reach physical_chunk_first_growth_bytes (Note [First
-//    growth]), and after it the fractions alone apply again.
+//  - until the first free, chunks may reach physical_chunk_first_growth_bytes or 1/16 of
+//    reserved memory, whichever is less (Note [First growth]), and after it the fractions
+//    alone apply again.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -210,8 +211,9 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
 
 TEST_CASE("physical chunks: until the first free a run takes chunks of the first-growth size", "[chunks]") {
   // Note [First growth]: before any block is freed no chunk can hold a free page, so a
-  // created chunk may reach physical_chunk_first_growth_bytes (20 MiB by default); the
-  // first free ends that, and the fractions alone cut runs again.
+  // created chunk may reach physical_chunk_first_growth_bytes (20 MiB by default) or 1/16
+  // of reserved memory, whichever is less; the first free ends that, and the fractions
+  // alone cut runs again.
   auto grow = [](std::size_t first_growth_bytes) {
     reset_simcuda();
     core::cache_settings settings;  // physical_chunk_fraction 1/256, run share 1/32
@@ -227,10 +229,9 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
     }
     void* small = instance->allocate(2 * kMiB, 0, nullptr);
     const device_stats grown = cache.stats();
-    std::vector<std::size_t> piece_bytes;
-    for (void* b : blocks)
-      for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(b), 32 * kMiB))
-        piece_bytes.push_back(piece.bytes);
+    std::vector<std::size_t> last_piece_bytes;
+    for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(blocks.back()), 32 * kMiB))
+      last_piece_bytes.push_back(piece.bytes);
     // The first free, then a block that lacks pages again.
     instance->deallocate(small);
     void* after = instance->allocate(32 * kMiB, 0, nullptr);
@@ -244,18 +245,33 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
     CHECK(check_pattern(after, 32 * kMiB, 99));
     for (void* b : blocks) instance->deallocate(b);
     instance->deallocate(after);
-    return std::make_tuple(grown, piece_bytes, after_piece_bytes, end);
+    return std::make_tuple(grown, last_piece_bytes, after_piece_bytes, end);
   };
-  const auto [grown, pieces, after_pieces, end] = grow(20 * kMiB);
-  const auto [grown_off, pieces_off, after_pieces_off, end_off] = grow(0);
-  INFO("creates before the free: " << grown.num_device_alloc << " (off: " << grown_off.num_device_alloc << ")");
+  // The rule by hand: each of the 16 runs of 16 pages is cut into chunks of the largest of
+  // one page, 1/256 of reserved memory (under a page throughout), 1/32 of the run (under a
+  // page) and min(10 pages, 1/16 of reserved memory); then the small block's one page.
+  std::size_t reserved_pages = 0;
+  std::int64_t expected_creates = 0;
+  for (int block = 0; block < 16; ++block) {
+    for (std::size_t left = 16; left > 0; ++expected_creates) {
+      const std::size_t cap = std::max<std::size_t>(1, std::min<std::size_t>(10, reserved_pages / 16));
+      const std::size_t chunk = std::min(cap, left);
+      left -= chunk;
+      reserved_pages += chunk;
+    }
+  }
+  ++expected_creates;
+  const auto [grown, last_pieces, after_pieces, end] = grow(20 * kMiB);
+  const auto [grown_off, last_pieces_off, after_pieces_off, end_off] = grow(0);
+  INFO("creates before the free: " << grown.num_device_alloc << " (by hand " << expected_creates
+                                   << ", off: " << grown_off.num_device_alloc << ")");
   CHECK(grown.reserved_bytes[pool_all].peak == grown_off.reserved_bytes[pool_all].peak);
-  // Each block: a 20 MiB chunk and a 12 MiB one; the small block one page.
-  REQUIRE(pieces.size() == 32);
-  for (std::size_t i = 0; i < pieces.size(); ++i) CHECK(pieces[i] == (i % 2 == 0 ? 20 * kMiB : 12 * kMiB));
-  CHECK(grown.num_device_alloc == 33);
+  CHECK(grown.num_device_alloc == expected_creates);
+  CHECK(grown.num_map == expected_creates);
   // Off: below 512 MiB reserved, 1/256 of it and 1/32 of a 16-page run are less than a page.
   CHECK(grown_off.num_device_alloc == 16 * 16 + 1);
+  // The last block, with 480 MiB reserved: a 20 MiB chunk and a 12 MiB one.
+  CHECK(last_pieces == std::vector<std::size_t>{20 * kMiB, 12 * kMiB});
   // After the first free the new block's missing pages are one-page chunks again, as off.
   CHECK(after_pieces == after_pieces_off);
   CHECK(!after_pieces.empty());
