@@ -12,8 +12,11 @@ Each seed is replayed once per library in `fragless-bench replay-one` under call
 loop-plan layouts on the allocating thread (loop_plan_threads:false: the same layouts,
 every one counted where it runs), automatic compaction off (compact_threshold_bytes:
 unlimited: its passes run at most once a second of wall time, so under valgrind on a busy
-machine two counts of one library differed by 0.3 % on `huge-tensors` seed 1) and
-collection on only inside the peer's allocate and deallocate calls. Reported per seed: instructions in those calls (which include simcuda's
+machine two counts of one library differed by 0.3 % on `huge-tensors` seed 1), symbols
+bound at load (LD_BIND_NOW: the dynamic linker resolves a function at its first call, inside
+or outside the counted calls depending on which thread calls it first -- up to 5,000
+instructions, 0.16 % of that seed) and collection on only inside the peer's allocate and
+deallocate calls. Reported per seed: instructions in those calls (which include simcuda's
 emulation of the device calls they make, the same for two libraries that make the same
 calls), of which in step layouts (lay_out_narrowest), and the rest -- the allocator's own
 paths; and whether peaks and device calls by pass matched between the libraries.
@@ -62,7 +65,7 @@ def inclusive(annotated, pattern):
 def count(trace, lib, index, repetitions, work):
     """(allocator calls' instructions, of which layouts, outcome dict) for one trace."""
     out_file = os.path.join(work, "%s.%d.cg" % (os.path.basename(trace), index))
-    env = dict(os.environ, SIMCUDA_MEMORY="24GiB",
+    env = dict(os.environ, SIMCUDA_MEMORY="24GiB", LD_BIND_NOW="1",
                LD_LIBRARY_PATH=lib + ":" + SIMCUDA + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
     command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                "--toggle-collect=*fragless_peer::allocate*", "--toggle-collect=*fragless_peer::deallocate*",
