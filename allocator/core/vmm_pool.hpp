@@ -40,8 +40,6 @@ namespace fragless::core {
 
 // Note [Compaction]: free pages an explicit pass keeps.
 constexpr std::size_t kCachedPagesKept = 4;
-// Note [First growth]: a chunk made before the first free is at most 1/this of reserved memory.
-constexpr std::size_t kFirstGrowthReservedShare = 16;
 
 class vmm_pool final : public large_pool {
  public:

@@ -18,6 +18,11 @@
 
 namespace fragless::core {
 
+namespace {
+// Note [First growth]: a chunk made before the first free is at most 1/this of reserved memory.
+constexpr std::size_t kFirstGrowthReservedShare = 16;
+}  // namespace
+
 // Note [Growth]
 // A dedicated or stitched mapping, once freed, stays mapped for a request of exactly its
 // rounded size (Note [Dedicated mappings]). Tensors whose size changes from step to step

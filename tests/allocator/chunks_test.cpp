@@ -221,6 +221,12 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
     settings.exact_start_allocations = 0;
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
+    auto piece_bytes = [&cache](void* block) {  // the chunks under a 32 MiB block, in order
+      std::vector<std::size_t> bytes;
+      for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(block), 32 * kMiB))
+        bytes.push_back(piece.bytes);
+      return bytes;
+    };
     std::vector<void*> blocks;
     // 16 blocks of 32 MiB (16 pages each, page-aligned one after another), then a 2 MiB one.
     for (int i = 0; i < 16; ++i) {
@@ -229,16 +235,12 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
     }
     void* small = instance->allocate(2 * kMiB, 0, nullptr);
     const device_stats grown = cache.stats();
-    std::vector<std::size_t> last_piece_bytes;
-    for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(blocks.back()), 32 * kMiB))
-      last_piece_bytes.push_back(piece.bytes);
+    const std::vector<std::size_t> last_piece_bytes = piece_bytes(blocks.back());
     // The first free, then a block that lacks pages again.
     instance->deallocate(small);
     void* after = instance->allocate(32 * kMiB, 0, nullptr);
     fill_pattern(after, 32 * kMiB, 99);
-    std::vector<std::size_t> after_piece_bytes;
-    for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(after), 32 * kMiB))
-      after_piece_bytes.push_back(piece.bytes);
+    const std::vector<std::size_t> after_piece_bytes = piece_bytes(after);
     const device_stats end = cache.stats();
     for (int i = 0; i < 16; ++i)
       CHECK(check_pattern(blocks[static_cast<std::size_t>(i)], 32 * kMiB, static_cast<std::uint64_t>(i)));
