@@ -156,6 +156,9 @@ class vmm_pool final : public large_pool {
   // Note [Physical chunks]: the most pages a created chunk backing a run of `run_pages`
   // may have now.
   std::size_t chunk_cap_pages(std::size_t run_pages) const noexcept;
+  // Note [First growth]: whether a run of `run_pages` missing pages takes the pages its
+  // block covers only in part (its edge pages) into its chunks now.
+  bool edge_pages_join_run(std::size_t run_pages) const noexcept;
   // Unmapped pages from `at` on that a chunk placed for a run of `run_pages` there may
   // cover: the run, and its surplus on the same side of the plan's edge (Note [Physical chunks]).
   std::size_t room_pages_at(std::size_t at, std::size_t run_pages, std::size_t whole_run_pages) const noexcept;

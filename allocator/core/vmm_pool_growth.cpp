@@ -9,7 +9,8 @@
 // or, for a loop whose refused layout is kept, once reserved memory holds that layout
 // (Note [Refused layouts], take_chunk); a created chunk has at most chunk_cap_pages()
 // pages, which count physical_chunk_first_growth_bytes only until the pool first frees a
-// block. Not thread-safe: the device cache holds the device lock around every call.
+// block, as edge pages join a short run's chunks (edge_pages_join_run) only until then.
+// Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 #include "core/size_classes.hpp"
 
@@ -21,6 +22,9 @@ namespace fragless::core {
 namespace {
 // Note [First growth]: a chunk made before the first free is at most 1/this of reserved memory.
 constexpr std::size_t kFirstGrowthReservedShare = 16;
+// Note [First growth]: before the first free, a run of at most this many missing pages
+// takes its block's edge pages into its chunks.
+constexpr std::size_t kFirstGrowthEdgeRunPages = 4;
 }  // namespace
 
 // Note [Growth]
@@ -168,6 +172,12 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
       {1, pages, run_share_pages, first_growth_pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
 }
 
+// Note [First growth]: edge pages join a short run only while first growth applies.
+bool vmm_pool::edge_pages_join_run(std::size_t run_pages) const noexcept {
+  return !freed_a_block_ && run_pages <= kFirstGrowthEdgeRunPages && settings_.conf.physical_chunk_fraction > 0.0 &&
+         settings_.conf.physical_chunk_first_growth_bytes >= pages_.page_bytes();
+}
+
 // Note [First growth]
 // The caps of Note [Physical chunks] bound the free pages a chunk can hold once some of its
 // pages are free again; until a block of the pool is first freed, no page of any chunk is
@@ -189,5 +199,20 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
 // first-pass calls). Measured on those seeds, five repetitions (docs/compaction.md,
 // "Larger chunks before the first free"): first-pass calls -17 %, peak / ideal 1.0086 ->
 // 1.0090 (geometric mean).
+// The same holds for the rule that a page a block covers only in part (its first or last,
+// shared with its neighbours' address space) is a chunk of its own: it keeps a freed
+// block's chunk wholly free while its neighbour lives, and before the first free there is
+// no freed block yet. Blocks made one after another each left such a page, so a block of
+// a few pages took two or three chunks where one would do: 42 % of the chunks taken on the
+// shared trace memory_snapshot_forward_without_mixed were single edge pages. So until the
+// first free, a run of at most kFirstGrowthEdgeRunPages (4) missing pages takes its edge
+// pages into its chunks -- a block of up to about 8 MiB is then one chunk. A longer run
+// keeps them apart: what it saves is the same one chunk whatever the run's length, while
+// what a live neighbour can later pin grows with the chunk (it is moved and released only
+// whole). Without that bound a U-Net, whose skip activations are freed while the blocks
+// made after them live on, lost its moves: corpus unet-resolution had 64 of 1,000 seeds
+// more than 1 % higher (docs/compaction.md, "Edge pages before the first free", which has
+// the figures for 2 to 8 pages and without the bound). Not after the first free: joined
+// throughout, the loop plans' hand-overs found fewer chunks to move (docs/compaction.md).
 
 }  // namespace fragless::core

@@ -187,7 +187,9 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
 // move takes a whole idle free chunk. The rule:
 //  - a chunk covers only pages the block fills whole: a missing page the block shares with
 //    its neighbours' address space (its first or last) is a chunk of one page, so that
-//    when the block goes its chunk is wholly free, to be moved or released;
+//    when the block goes its chunk is wholly free, to be moved or released (until the
+//    pool first frees a block, a run of at most 4 missing pages takes them in: Note
+//    [First growth]);
 //  - a chunk is never larger than the run the block needs nor, for a created chunk, than
 //    the larger of physical_chunk_fraction of reserved memory at that moment and
 //    physical_chunk_run_fraction of the run (at least one page, or physical_chunk_min_bytes
@@ -229,13 +231,16 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
   inaccessible_run inaccessible{first, first};  // mapped by this call, access not yet granted
   for (std::size_t page = pages_.first_unmapped(first, end); page < end; page = pages_.first_unmapped(page, end)) {
     std::size_t run_end = pages_.unmapped_run_end(page, end);
-    // Note [Physical chunks]: a page the block covers only in part is a chunk of its own.
-    const bool partial = pages_.page_address(page) < address ||
-                         pages_.page_address(page) + pages_.page_bytes() > address + size_bytes;
-    if (partial) run_end = page + 1;
-    else
-      while (run_end > page + 1 && pages_.page_address(run_end - 1) + pages_.page_bytes() > address + size_bytes)
-        --run_end;
+    // Note [Physical chunks]: a page the block covers only in part is a chunk of its own --
+    // except in a short run before the pool's first free (Note [First growth]).
+    if (!edge_pages_join_run(run_end - page)) {
+      const bool partial = pages_.page_address(page) < address ||
+                           pages_.page_address(page) + pages_.page_bytes() > address + size_bytes;
+      if (partial) run_end = page + 1;
+      else
+        while (run_end > page + 1 && pages_.page_address(run_end - 1) + pages_.page_bytes() > address + size_bytes)
+          --run_end;
+    }
     if (page >= run_whole_end) {
       run_begin = page;
       run_whole_end = run_end;

@@ -14,7 +14,10 @@
 //    1/physical_chunk_run_fraction chunks;
 //  - until the first free, chunks may reach physical_chunk_first_growth_bytes or 1/16 of
 //    reserved memory, whichever is less (Note [First growth]), and after it the fractions
-//    alone apply again.
+//    alone apply again;
+//  - until the first free, a run of at most 4 missing pages takes its block's edge pages
+//    into its chunk, a longer run keeps them apart, and after the first free every edge
+//    page is a chunk of its own again.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -281,6 +284,77 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
   CHECK(end.num_device_alloc - grown.num_device_alloc == end_off.num_device_alloc - grown_off.num_device_alloc);
   INFO(race_report());
   CHECK(simcuda_race_count() == 0);
+}
+
+TEST_CASE("physical chunks: until the first free a short run takes its edge pages", "[chunks]") {
+  // Note [First growth]: a page a block covers only in part is a chunk of its own, so that
+  // a freed block's chunk is wholly free while its neighbour lives; before the first free
+  // no block is freed yet, and a run of at most 4 missing pages takes it in.
+  auto grow = [](std::size_t first_growth_bytes) {
+    reset_simcuda();
+    core::cache_settings settings;
+    // 1/16 of reserved memory (16 MiB and more here) is larger than every run below, before
+    // the first free and after it: only where the edge pages go differs.
+    settings.conf.physical_chunk_fraction = 1.0 / 16;
+    settings.conf.physical_chunk_first_growth_bytes = first_growth_bytes;
+    settings.exact_start_allocations = 0;
+    auto instance = make_simcuda_allocator(settings);
+    core::device_cache& cache = instance->device(0);
+    auto piece_bytes = [&cache](void* block, std::size_t bytes) {  // the chunks under a block, in order
+      std::vector<std::size_t> pieces;
+      for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(block), bytes))
+        pieces.push_back(piece.bytes);
+      return pieces;
+    };
+    // 256 MiB first, page-aligned.
+    void* base = instance->allocate(256 * kMiB, 0, nullptr);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(base) % kPage == 0);
+    // Eight blocks of 5 MiB (2.5 pages) one after another: runs of 3 and 2 missing pages.
+    std::vector<void*> blocks;
+    const std::int64_t creates_before = cache.stats().num_device_alloc;
+    for (int i = 0; i < 8; ++i) {
+      blocks.push_back(instance->allocate(5 * kMiB, 0, nullptr));
+      fill_pattern(blocks.back(), 5 * kMiB, static_cast<std::uint64_t>(i));
+    }
+    const std::int64_t small_creates = cache.stats().num_device_alloc - creates_before;
+    const std::vector<std::size_t> first_small = piece_bytes(blocks.front(), 5 * kMiB);
+    // Then 11 MiB, page-aligned: a run of 6 missing pages, its last page shared.
+    void* longer = instance->allocate(11 * kMiB, 0, nullptr);
+    fill_pattern(longer, 11 * kMiB, 11);
+    const std::vector<std::size_t> longer_pieces = piece_bytes(longer, 11 * kMiB);
+    // The first free (its chunk stays partly live: no chunk to move), then 6 MiB after the
+    // 11 MiB block: a run of 3 missing pages, the last one shared.
+    instance->deallocate(blocks.front());
+    void* after = instance->allocate(6 * kMiB, 0, nullptr);
+    fill_pattern(after, 6 * kMiB, 6);
+    const std::vector<std::size_t> after_pieces = piece_bytes(after, 6 * kMiB);
+    for (std::size_t i = 1; i < blocks.size(); ++i) {
+      CHECK(check_pattern(blocks[i], 5 * kMiB, static_cast<std::uint64_t>(i)));
+      instance->deallocate(blocks[i]);
+    }
+    CHECK(check_pattern(longer, 11 * kMiB, 11));
+    CHECK(check_pattern(after, 6 * kMiB, 6));
+    for (void* b : {base, longer, after}) instance->deallocate(b);
+    INFO(race_report());
+    CHECK(simcuda_race_count() == 0);
+    return std::make_tuple(small_creates, first_small, longer_pieces, after_pieces);
+  };
+  const auto [creates, first_small, longer_pieces, after_pieces] = grow(20 * kMiB);
+  const auto [creates_off, first_small_off, longer_pieces_off, after_pieces_off] = grow(0);
+  INFO("creates for the 5 MiB blocks: " << creates << " (off: " << creates_off << ")");
+  // By hand: 20 pages for eight blocks; each block's run (its pages not under the block
+  // before it) is one chunk -- 3 pages with a shared last one, then 2 whole ones, ...
+  CHECK(creates == 8);
+  CHECK(first_small == std::vector<std::size_t>{6 * kMiB});
+  // Off: the runs of 3 pages are 2 whole pages and their shared one apart.
+  CHECK(creates_off == 12);
+  CHECK(first_small_off == std::vector<std::size_t>{4 * kMiB, 2 * kMiB});
+  // A run of 6 pages keeps its shared last page apart: its 5 whole pages, then that page.
+  CHECK(longer_pieces == std::vector<std::size_t>{10 * kMiB, 2 * kMiB});
+  CHECK(longer_pieces == longer_pieces_off);
+  // After the first free: the 11 MiB block's last page, two whole pages, the shared one.
+  CHECK(after_pieces == std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 2 * kMiB});
+  CHECK(after_pieces == after_pieces_off);
 }
 
 namespace {
