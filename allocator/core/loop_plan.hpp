@@ -6,7 +6,7 @@
 // while the events match it exactly, and the first mismatch abandons it.
 // Plain C++, no device calls; not thread-safe (the large pool's device lock covers it). A
 // large step is laid out on threads of its own, which see only a copy of the step and are
-// joined before the plan uses their layout (Note [Layout threads] in loop_plan.cpp).
+// joined before the plan uses their layout (Note [Layout threads] in loop_plan_layout.cpp).
 #pragma once
 
 #include <cstddef>
@@ -92,7 +92,7 @@ struct step_block;  // core/step_layout.hpp
 //    mappings the step used before become idle and are given back when the range's pages
 //    are made (Note [Growth]). Only a block the step served from a mapping of its own
 //    and to whose place the layout puts no other block is left out, and keeps its
-//    mapping (Note [Mapped blocks in a plan] in loop_plan.cpp). The range lies where its
+//    mapping (Note [Mapped blocks in a plan] in loop_plan_layout.cpp). The range lies where its
 //    hand-over creates the fewest pages (Note [Hand-over pages] in
 //    loop_plan_hand_over.cpp), and among such places where it covers the most cached free
 //    pages (the window of its span, inside one free range, holding the most; the top of
@@ -274,6 +274,9 @@ class loop_plan {
   void take_refused_layout() noexcept;
 
  private:
+  // Why a step is not planned, compared by address (build_plan, look_for_step).
+  static constexpr const char* kLayoutTooWide = "layout too wide";
+  static constexpr const char* kFreesUnrecordedBlock = "frees a block made before recording began";
   struct logged_token {
     loop_token token;
     std::uint64_t sequence;  // allocation: its own; free: the freed block's

@@ -79,7 +79,7 @@ bool layout_race::beaten(std::size_t order_index, std::size_t partial_span) cons
 // Which of them it meets is asked 64 at a time of their lifetimes kept as columns (Note
 // [Lifetime columns]); only those are visited. (docs/compaction.md has the faster searches
 // tried.)
-// Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
+// Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan_layout.cpp).
 std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
                        const std::atomic<bool>* cancel, const layout_race* race, std::size_t order_index) {
   struct placed_extent {

@@ -75,7 +75,7 @@ struct layout_race {
 std::vector<std::size_t> placing_order(const std::vector<step_block>& blocks, layout_order order);
 
 // Lays the blocks out in one order: sets every block's offset and returns the span.
-// Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan.cpp).
+// Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan_layout.cpp).
 std::size_t lay_out(std::vector<step_block>& blocks, layout_order order, const std::atomic<bool>* cancel);
 // The same with the placing sequence given: indices into `blocks`, each once.
 // With `race`, stops as order `order_index` once it cannot win and returns kBeaten (its
@@ -84,7 +84,7 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
                        const std::atomic<bool>* cancel, const layout_race* race = nullptr,
                        std::size_t order_index = 0);
 
-// Note [Layout threads] (loop_plan.cpp): a step of at least this many blocks is laid out
+// Note [Layout threads] (loop_plan_layout.cpp): a step of at least this many blocks is laid out
 // on threads of its own while the loop goes on; a smaller one on the allocating thread,
 // whose time its refinement spends (Note [Layout refinement]).
 inline constexpr std::size_t kLayoutThreadBlocks = 256;
