@@ -274,9 +274,11 @@ class loop_plan {
   void take_refused_layout() noexcept;
 
  private:
-  // Why a step is not planned, compared by address (build_plan, look_for_step).
-  static constexpr const char* kLayoutTooWide = "layout too wide";
-  static constexpr const char* kFreesUnrecordedBlock = "frees a block made before recording began";
+  // Why a step is not planned, compared by address (build_plan, look_for_step): arrays
+  // defined once, in loop_plan_layout.cpp -- a string literal's address may differ between
+  // translation units (sanitizer builds do not merge them).
+  static const char kLayoutTooWide[];
+  static const char kFreesUnrecordedBlock[];
   struct logged_token {
     loop_token token;
     std::uint64_t sequence;  // allocation: its own; free: the freed block's

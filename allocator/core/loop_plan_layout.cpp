@@ -20,6 +20,9 @@
 
 namespace fragless::core {
 
+const char loop_plan::kLayoutTooWide[] = "layout too wide";
+const char loop_plan::kFreesUnrecordedBlock[] = "frees a block made before recording began";
+
 // Note [Layout threads]
 // Laying out a step is blocks^2 work per order (four orders, Note [Layout orders]: 415 ms
 // for pangu_2.6B's 13,000-block step on a 2-core machine, two seconds and more at
