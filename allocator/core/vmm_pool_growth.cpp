@@ -165,17 +165,21 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
   // Note [First growth]: before the first free, a chunk may also reach the first-growth
   // size, or 1/16 of reserved memory where that is less.
   const std::size_t first_growth_pages =
-      freed_a_block_ ? 0
-                     : std::min(settings_.conf.physical_chunk_first_growth_bytes,
-                                reserved_bytes() / kFirstGrowthReservedShare) / pages_.page_bytes();
+      !first_growth() ? 0
+                      : std::min(settings_.conf.physical_chunk_first_growth_bytes,
+                                 reserved_bytes() / kFirstGrowthReservedShare) / pages_.page_bytes();
   return std::max<std::size_t>(
       {1, pages, run_share_pages, first_growth_pages, settings_.conf.physical_chunk_min_bytes / pages_.page_bytes()});
 }
 
+bool vmm_pool::first_growth() const noexcept {
+  return !freed_a_block_ && settings_.conf.physical_chunk_fraction > 0.0 &&
+         settings_.conf.physical_chunk_first_growth_bytes >= pages_.page_bytes();
+}
+
 // Note [First growth]: edge pages join a short run only while first growth applies.
 bool vmm_pool::edge_pages_join_run(std::size_t run_pages) const noexcept {
-  return !freed_a_block_ && run_pages <= kFirstGrowthEdgeRunPages && settings_.conf.physical_chunk_fraction > 0.0 &&
-         settings_.conf.physical_chunk_first_growth_bytes >= pages_.page_bytes();
+  return run_pages <= kFirstGrowthEdgeRunPages && first_growth();
 }
 
 // Note [First growth]
