@@ -197,6 +197,92 @@ std::vector<std::pair<std::string, family_figures>> all_figures(const std::vecto
   return out;
 }
 
+// Note [Goals by program size]
+// The totals of a family are the sums of its largest programs: a 32 GiB seed makes a
+// hundred times the calls of a 256 MiB one. Where a goal is missed depends on size (the
+// peers' units are absolute -- 2 MiB pages, expandable segments' 20 MiB -- fragless's
+// chunks a fraction of what is reserved), so the goals are also given per band of
+// program size, a seed's ideal (the most bytes live at once), in factors of four.
+const std::size_t kSizeBandCount = 5;
+const char* const kSizeBandNames[kSizeBandCount] = {"< 256 MiB", "256 MiB - 1 GiB", "1 - 4 GiB", "4 - 16 GiB",
+                                                    ">= 16 GiB"};
+
+std::size_t size_band(double ideal_bytes) {
+  double upper = 256.0 * 1024 * 1024;
+  std::size_t band = 0;
+  while (band + 1 < kSizeBandCount && ideal_bytes >= upper) {
+    ++band;
+    upper *= 4;
+  }
+  return band;
+}
+
+// The bands that hold a seed, each with its figures; a seed without an ideal is left out.
+std::vector<std::pair<std::string, family_figures>> figures_by_size(const std::vector<corpus_row>& rows) {
+  std::map<std::string, double> ideal_of_trace;
+  for (const corpus_row& r : rows)
+    if (r.row.ideal_bytes && *r.row.ideal_bytes > 0) ideal_of_trace[r.row.trace] = *r.row.ideal_bytes;
+  std::vector<std::vector<const corpus_row*>> banded(kSizeBandCount);
+  for (const corpus_row& r : rows) {
+    auto ideal = ideal_of_trace.find(r.row.trace);
+    if (ideal != ideal_of_trace.end()) banded[size_band(ideal->second)].push_back(&r);
+  }
+  std::vector<std::pair<std::string, family_figures>> out;
+  for (std::size_t band = 0; band < kSizeBandCount; ++band)
+    if (!banded[band].empty()) out.emplace_back(kSizeBandNames[band], compute(banded[band]));
+  return out;
+}
+
+// One line of the goals table per group (family or size band), after its header.
+std::string goals_table(const std::string& intro, const std::string& group,
+                        const std::vector<std::pair<std::string, family_figures>>& figures) {
+  std::string out = "\n" + intro + "\n\n";
+  out += "| " + group + " | peak > PyTorch | peak > expandable | worst peak / min(PyTorch, expandable) | > 1.03x ideal where packer <= 1.01x | device calls > expandable (seeds) | calls fragless / expandable (total) | calls in steady pass where PyTorch has 0 (most) | host ns/op / PyTorch (geomean) | est. steady time > PyTorch | est. steady time / PyTorch (geomean) |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& [name, f] : figures) {
+    const goal_figures& g = f.goals;
+    out += "| " + name + " | " + of(g.above_pytorch, g.compared_pytorch) + " | " + of(g.above_expandable, g.compared_expandable) +
+           " | " + fixed(g.worst_over_best_peer, 3) + " | " + of(g.above_103_where_packer_tight, g.packer_tight) +
+           (g.packer_tight > 0 ? " (worst " + fixed(g.worst_ratio_where_packer_tight, 3) + ")" : "") + " | " +
+           of(g.calls_above_expandable, g.calls_compared) + " | " +
+           fixed(g.expandable_calls > 0 ? g.fragless_calls / g.expandable_calls : std::nan(""), 2) + " | " +
+           of(g.steady_calls_where_pytorch_zero, g.pytorch_steady_zero) +
+           (g.steady_calls_where_pytorch_zero > 0 ? " (" + fixed(g.most_steady_calls_where_pytorch_zero, 0) + ")" : "") + " | " +
+           fixed(g.ns_ratio_to_pytorch.value(), 2) + " | " + of(g.steady_time_above_pytorch, g.steady_time_compared) + " | " +
+           fixed(g.steady_time_ratio_to_pytorch.value(), 2) + " |\n";
+  }
+  return out;
+}
+
+// The goal figures as a JSON object.
+std::string goals_json(const goal_figures& g) {
+  auto number = [](double value) { return std::isfinite(value) ? fixed(value, 6) : std::string("null"); };
+  auto field = [](const char* name, const std::string& value) { return std::string(", \"") + name + "\": " + value; };
+  auto count = [](std::size_t value) { return std::to_string(value); };
+  std::string out = "{\"above_pytorch\": " + count(g.above_pytorch);
+  out += field("compared_pytorch", count(g.compared_pytorch));
+  out += field("above_expandable", count(g.above_expandable));
+  out += field("compared_expandable", count(g.compared_expandable));
+  out += field("worst_over_best_peer", number(g.worst_over_best_peer));
+  out += field("packer_tight", count(g.packer_tight));
+  out += field("above_103_where_packer_tight", count(g.above_103_where_packer_tight));
+  out += field("calls_above_expandable", count(g.calls_above_expandable));
+  out += field("calls_compared", count(g.calls_compared));
+  out += field("steady_calls_where_pytorch_zero", count(g.steady_calls_where_pytorch_zero));
+  out += field("pytorch_steady_zero", count(g.pytorch_steady_zero));
+  out += field("host_ns_ratio_to_pytorch", number(g.ns_ratio_to_pytorch.value()));
+  out += field("steady_time_above_pytorch", count(g.steady_time_above_pytorch));
+  out += field("steady_time_ratio_to_pytorch", number(g.steady_time_ratio_to_pytorch.value()));
+  out += ", \"shorter_runs\": [";
+  for (std::size_t k = 1; k <= g.shorter_runs.size(); ++k) {
+    const goal_figures::shorter_run& run = g.shorter_runs[k - 1];
+    out += std::string(k == 1 ? "" : ", ") + "{\"repetitions\": " + count(k);
+    out += field("calling_where_pytorch_zero", count(run.calling)) + field("pytorch_zero", count(run.pytorch_zero));
+    out += field("host_ns_ratio_to_pytorch", number(run.ns_ratio.value())) + "}";
+  }
+  return out + "]}";
+}
+
 // The peers in peer_order, with any other fragless configuration of the run (a --conf
 // NAME=... of the command, "fragless[NAME]") right after fragless.
 std::vector<std::string> ordered_peers(const family_figures& f) {
@@ -368,21 +454,13 @@ std::string format_corpus_markdown(const std::vector<corpus_row>& rows, const st
   out += settling_table(figures);
   out += host_time_by_pass_table(figures);
   out += longest_call_table(figures);
-  out += "\nGoals for fragless, per family (a count is seeds where the goal is missed, of seeds compared):\n\n";
-  out += "| family | peak > PyTorch | peak > expandable | worst peak / min(PyTorch, expandable) | > 1.03x ideal where packer <= 1.01x | device calls > expandable (seeds) | calls fragless / expandable (total) | calls in steady pass where PyTorch has 0 (most) | host ns/op / PyTorch (geomean) | est. steady time > PyTorch | est. steady time / PyTorch (geomean) |\n";
-  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& [family, f] : figures) {
-    const goal_figures& g = f.goals;
-    out += "| " + family + " | " + of(g.above_pytorch, g.compared_pytorch) + " | " + of(g.above_expandable, g.compared_expandable) +
-           " | " + fixed(g.worst_over_best_peer, 3) + " | " + of(g.above_103_where_packer_tight, g.packer_tight) +
-           (g.packer_tight > 0 ? " (worst " + fixed(g.worst_ratio_where_packer_tight, 3) + ")" : "") + " | " +
-           of(g.calls_above_expandable, g.calls_compared) + " | " +
-           fixed(g.expandable_calls > 0 ? g.fragless_calls / g.expandable_calls : std::nan(""), 2) + " | " +
-           of(g.steady_calls_where_pytorch_zero, g.pytorch_steady_zero) +
-           (g.steady_calls_where_pytorch_zero > 0 ? " (" + fixed(g.most_steady_calls_where_pytorch_zero, 0) + ")" : "") + " | " +
-           fixed(g.ns_ratio_to_pytorch.value(), 2) + " | " + of(g.steady_time_above_pytorch, g.steady_time_compared) + " | " +
-           fixed(g.steady_time_ratio_to_pytorch.value(), 2) + " |\n";
-  }
+  out += goals_table("Goals for fragless, per family (a count is seeds where the goal is missed, of seeds compared):",
+                     "family", figures);
+  // Note [Goals by program size]
+  const auto by_size = figures_by_size(rows);
+  if (!by_size.empty())
+    out += goals_table("The same goals by program size, a seed's ideal (the most bytes live at once), over every family:",
+                       "program size", by_size);
   out += shorter_runs_table(figures);
   return out;
 }
@@ -422,27 +500,16 @@ std::string format_corpus_json(const std::vector<corpus_row>& rows, const std::v
       }
       out += "}}";
     }
-    const goal_figures& g = f.goals;
-    out += "], \"goals\": {\"above_pytorch\": " + std::to_string(g.above_pytorch) + ", \"compared_pytorch\": " +
-           std::to_string(g.compared_pytorch) + ", \"above_expandable\": " + std::to_string(g.above_expandable) +
-           ", \"compared_expandable\": " + std::to_string(g.compared_expandable) + ", \"worst_over_best_peer\": " +
-           number(g.worst_over_best_peer) + ", \"packer_tight\": " + std::to_string(g.packer_tight) +
-           ", \"above_103_where_packer_tight\": " + std::to_string(g.above_103_where_packer_tight) +
-           ", \"calls_above_expandable\": " + std::to_string(g.calls_above_expandable) + ", \"calls_compared\": " +
-           std::to_string(g.calls_compared) + ", \"steady_calls_where_pytorch_zero\": " +
-           std::to_string(g.steady_calls_where_pytorch_zero) + ", \"pytorch_steady_zero\": " +
-           std::to_string(g.pytorch_steady_zero) + ", \"host_ns_ratio_to_pytorch\": " + number(g.ns_ratio_to_pytorch.value()) +
-           ", \"steady_time_above_pytorch\": " + std::to_string(g.steady_time_above_pytorch) +
-           ", \"steady_time_ratio_to_pytorch\": " + number(g.steady_time_ratio_to_pytorch.value()) + ", \"shorter_runs\": [";
-    for (std::size_t k = 1; k <= g.shorter_runs.size(); ++k) {
-      const goal_figures::shorter_run& run = g.shorter_runs[k - 1];
-      out += std::string(k == 1 ? "" : ", ") + "{\"repetitions\": " + std::to_string(k) + ", \"calling_where_pytorch_zero\": " +
-             std::to_string(run.calling) + ", \"pytorch_zero\": " + std::to_string(run.pytorch_zero) +
-             ", \"host_ns_ratio_to_pytorch\": " + number(run.ns_ratio.value()) + "}";
-    }
-    out += "]}}";
+    out += "], \"goals\": " + goals_json(f.goals);
+    out += "}";
     out += i + 1 == figures.size() ? "\n" : ",\n";
   }
+  // Note [Goals by program size]
+  out += "  ],\n  \"by_size\": [\n";
+  const auto by_size = figures_by_size(rows);
+  for (std::size_t i = 0; i < by_size.size(); ++i)
+    out += "    {\"size\": \"" + by_size[i].first + "\", \"goals\": " + goals_json(by_size[i].second.goals) + "}" +
+           (i + 1 == by_size.size() ? "\n" : ",\n");
   return out + "  ]\n}\n";
 }
 

@@ -220,3 +220,40 @@ TEST_CASE("corpus report: the longest single call over the seeds, median, 90th p
   const std::vector<corpus_row> none = {corpus_row{"a", row("corpus:a:1", "fragless", 1.0, 100)}};
   CHECK(format_corpus_markdown(none, {"a"}, "c").find("Longest single") == std::string::npos);
 }
+
+TEST_CASE("corpus report: the goals by program size, a seed's ideal in bands of factors of four", "[bench][report]") {
+  // Note [Goals by program size]: a seed counts in the band of its ideal, whichever family
+  // it comes from; bands without a seed are left out.
+  auto seed = [](const char* family, int number, const char* allocator, double ideal_bytes, double ratio, double calls) {
+    corpus_row r{family, row(std::string("corpus:") + family + ":" + std::to_string(number), allocator, ratio, 100)};
+    r.row.ideal_bytes = ideal_bytes;
+    r.row.peak_reserved_bytes = ratio * ideal_bytes;
+    r.row.device_calls = calls;
+    return r;
+  };
+  const double mib = 1024.0 * 1024.0;
+  const std::vector<corpus_row> rows = {
+      // 100 MiB: more calls than expandable segments, a peak below both peers.
+      seed("a", 1, "fragless", 100 * mib, 1.01, 90), seed("a", 1, "pytorch", 100 * mib, 1.2, 5),
+      seed("a", 1, "pytorch-expandable", 100 * mib, 1.1, 10),
+      // 2 GiB, from another family: fewer calls, a peak above expandable segments'.
+      seed("b", 1, "fragless", 2048 * mib, 1.02, 100), seed("b", 1, "pytorch", 2048 * mib, 1.3, 50),
+      seed("b", 1, "pytorch-expandable", 2048 * mib, 1.01, 400),
+      // Exactly 4 GiB opens the next band.
+      seed("b", 2, "fragless", 4096 * mib, 1.0, 10), seed("b", 2, "pytorch-expandable", 4096 * mib, 1.0, 20)};
+  const std::string markdown = format_corpus_markdown(rows, {"a", "b"}, "fragless-bench corpus");
+  INFO(markdown);
+  CHECK(markdown.find("| program size | peak > PyTorch | peak > expandable |") != std::string::npos);
+  CHECK(markdown.find("| < 256 MiB | 0 of 1 | 0 of 1 | 0.918 | 0 of 0 | 1 of 1 | 9.00 |") != std::string::npos);
+  CHECK(markdown.find("| 1 - 4 GiB | 0 of 1 | 1 of 1 | 1.010 | 0 of 0 | 0 of 1 | 0.25 |") != std::string::npos);
+  CHECK(markdown.find("| 4 - 16 GiB | 0 of 0 | 0 of 1 |") != std::string::npos);
+  CHECK(markdown.find("| 256 MiB - 1 GiB |") == std::string::npos);
+  CHECK(markdown.find("| >= 16 GiB |") == std::string::npos);
+  // The per-family table is unchanged by the bands: family b holds both of its seeds.
+  CHECK(markdown.find("| b | 0 of 1 | 1 of 2 |") != std::string::npos);
+  const std::string json = format_corpus_json(rows, {"a", "b"}, "fragless-bench corpus");
+  CHECK(json.find("\"by_size\": [\n    {\"size\": \"< 256 MiB\", \"goals\": {\"above_pytorch\": 0, \"compared_pytorch\": 1, "
+                  "\"above_expandable\": 0, \"compared_expandable\": 1") != std::string::npos);
+  CHECK(json.find("{\"size\": \"4 - 16 GiB\", \"goals\": {\"above_pytorch\": 0, \"compared_pytorch\": 0, "
+                  "\"above_expandable\": 0, \"compared_expandable\": 1") != std::string::npos);
+}
