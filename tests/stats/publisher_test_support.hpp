@@ -1,9 +1,12 @@
 // Helpers shared by the stats publisher's tests (publisher_tests.cpp,
-// stats_page_listing_tests.cpp): stats whose every field is known, and the warnings a
-// publisher reported.
+// stats_page_listing_tests.cpp): stats whose every field is known, the warnings a
+// publisher reported, and a publisher that has published such stats.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +29,14 @@ inline std::vector<std::string> warnings;
 inline stats_publisher::warning_callback collect() {
   warnings.clear();
   return [](std::string_view message) { warnings.emplace_back(message); };
+}
+
+// A publisher (warnings to collect()) that has published known_stats(base) for device 0.
+inline std::unique_ptr<stats_publisher> publishing_known_stats(std::int64_t base) {
+  auto publisher = stats_publisher::create(collect());
+  REQUIRE(publisher != nullptr);
+  publisher->publish(0, known_stats(base));
+  return publisher;
 }
 
 }  // namespace fragless::testing

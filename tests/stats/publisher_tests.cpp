@@ -28,11 +28,7 @@
 
 using namespace fragless;
 namespace fs = std::filesystem;
-
-using fragless::testing::collect;
-using fragless::testing::known_stats;
-using fragless::testing::runtime_directory;
-using fragless::testing::warnings;
+using namespace fragless::testing;
 
 TEST_CASE("published stats are read back exactly, per device") {
   runtime_directory runtime;
@@ -146,9 +142,7 @@ TEST_CASE("a stale page of a dead process with our pid is replaced") {
 
 TEST_CASE("pages with wrong magic, version, layout or size are rejected with the reason") {
   runtime_directory runtime;
-  auto publisher = stats_publisher::create(collect());
-  REQUIRE(publisher != nullptr);
-  publisher->publish(0, known_stats(1));
+  auto publisher = publishing_known_stats(1);
   const std::string path = runtime.page_path();
   const std::string copy = runtime.stats_dir() + "/999999999.stats";
   const auto reader_error = [&](auto&& damage) {
@@ -304,9 +298,7 @@ TEST_CASE("a request naming an unsafe file is refused by the process") {
 
 TEST_CASE("a forked child does not write into its parent's page") {
   runtime_directory runtime;
-  auto publisher = stats_publisher::create(collect());
-  REQUIRE(publisher != nullptr);
-  publisher->publish(0, known_stats(10));
+  auto publisher = publishing_known_stats(10);
   const pid_t child = ::fork();
   if (child == 0) {
     publisher->publish(0, known_stats(99999));

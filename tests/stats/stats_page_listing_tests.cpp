@@ -22,16 +22,11 @@
 
 using namespace fragless;
 namespace fs = std::filesystem;
-using fragless::testing::collect;
-using fragless::testing::known_stats;
-using fragless::testing::runtime_directory;
-using fragless::testing::warnings;
+using namespace fragless::testing;
 
 TEST_CASE("listing skips and removes stale pages, and reports bad ones") {
   runtime_directory runtime;
-  auto publisher = stats_publisher::create(collect());
-  REQUIRE(publisher != nullptr);
-  publisher->publish(0, known_stats(1));
+  auto publisher = publishing_known_stats(1);
   // A stale copy claiming a pid that does not exist.
   // (4194000: below PID_MAX_LIMIT, so a plausible pid, and far above any pid in use here.)
   const std::string stale = runtime.stats_dir() + "/4194000.stats";
@@ -75,9 +70,7 @@ void write_page_copy(const runtime_directory& runtime, const std::string& name, 
 
 TEST_CASE("a page of another PID namespace is never removed; one of ours whose process is gone is") {
   runtime_directory runtime;
-  auto publisher = stats_publisher::create(collect());
-  REQUIRE(publisher != nullptr);
-  publisher->publish(0, known_stats(1));
+  auto publisher = publishing_known_stats(1);
   const std::uint64_t own = stats_directory::own_pid_namespace();
   REQUIRE(own != 0);
   // pid 4194001 does not exist here; in the writer's namespace it may well be alive.
@@ -129,9 +122,7 @@ TEST_CASE("our pid's name held by a live page of another namespace: publish besi
 
 TEST_CASE("a page whose body is garbage is reported corrupt, never read as numbers") {
   runtime_directory runtime;
-  auto publisher = stats_publisher::create(collect());
-  REQUIRE(publisher != nullptr);
-  publisher->publish(0, known_stats(1));
+  auto publisher = publishing_known_stats(1);
   const std::string copy = runtime.stats_dir() + "/4194004.stats";
   write_page_copy(runtime, "4194004.stats", 4194004, stats_directory::own_pid_namespace() + 1);
   const auto open_copy = [&](stats_reader::open_status& status, std::string& error) {
