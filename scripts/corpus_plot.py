@@ -18,6 +18,7 @@ usage: scripts/corpus_plot.py ROWS.csv -o PLOT.svg [--min-seeds N] [--title TEXT
 import argparse
 import csv
 import math
+import os
 import sys
 from collections import defaultdict
 from xml.sax.saxutils import escape
@@ -201,7 +202,6 @@ def main():
     svg = plot(load(args.rows), max(1, args.min_seeds), args.title)
     with open(args.output + ".tmp", "w") as f:
         f.write(svg)
-    import os
     os.replace(args.output + ".tmp", args.output)
     return 0
 
