@@ -28,6 +28,10 @@ const family_entry families[] = {
     {"sharded-data-parallel", generate_sharded_data_parallel},
     {"unet-resolution", generate_unet_resolution},
     {"quantized-attention", generate_quantized_attention},
+    // Note [Second held-out wave]
+    {"rlhf-ppo", generate_rlhf_ppo},
+    {"model-swap", generate_model_swap},
+    {"graph-batches", generate_graph_batches},
 };
 
 std::uint64_t peak_live_bytes(const traces::trace& t) {

@@ -1,6 +1,6 @@
 // corpus: the generated workload corpus (issue "a generated workload corpus no one can
-// tune to"). Eleven families of what real programs do to an allocator (the last three
-// held out: Note [Held-out families]), each a seeded
+// tune to"). Fourteen families of what real programs do to an allocator (the last six
+// held out, in two waves: Note [Held-out families], Note [Second held-out wave]), each a seeded
 // multi-step loop whose sizes, counts and lifetimes come from wide distributions. A corpus
 // workload is named "corpus:FAMILY:SEED"; the name fully determines the trace.
 // Invariant: generate_corpus_workload(f, s) is a pure function of (f, s), byte for byte,
@@ -35,7 +35,8 @@ bool is_corpus_source(const std::string& source);
 traces::trace generate_corpus_source(const std::string& source);
 
 // The families, one generator each (corpus_training_families.cpp,
-// corpus_serving_families.cpp, corpus_held_out_families.cpp: Note [Held-out families]). `name` is the trace's name.
+// corpus_serving_families.cpp, corpus_held_out_families.cpp: Note [Held-out families],
+// corpus_second_wave_families.cpp: Note [Second held-out wave]). `name` is the trace's name.
 traces::trace generate_huge_tensors(const std::string& name, std::uint64_t seed);
 traces::trace generate_dynamic_shapes(const std::string& name, std::uint64_t seed);
 traces::trace generate_activation_recompute(const std::string& name, std::uint64_t seed);
@@ -47,5 +48,8 @@ traces::trace generate_moe_routing(const std::string& name, std::uint64_t seed);
 traces::trace generate_sharded_data_parallel(const std::string& name, std::uint64_t seed);
 traces::trace generate_unet_resolution(const std::string& name, std::uint64_t seed);
 traces::trace generate_quantized_attention(const std::string& name, std::uint64_t seed);
+traces::trace generate_rlhf_ppo(const std::string& name, std::uint64_t seed);
+traces::trace generate_model_swap(const std::string& name, std::uint64_t seed);
+traces::trace generate_graph_batches(const std::string& name, std::uint64_t seed);
 
 }  // namespace fragless::bench
