@@ -298,7 +298,11 @@ void loop_plan::look_for_step() {
   // once, within the build budget.
   const bool early = newest < next_build_position_;
   if (early && (waiting_step_tokens_ == 0 || waiting_step_tokens_ == step_tokens)) return;
-  if (early && built_tokens_ + step_tokens > 2 * log_.size()) return;
+  // Note [Repeated steps]: past that budget, a step that repeats the one before it is
+  // still built, within twice the budget.
+  if (early && built_tokens_ + step_tokens > 2 * log_.size() &&
+      (built_tokens_ + step_tokens > 4 * log_.size() || !repeats_step_before(newest, step_tokens)))
+    return;
   for (std::size_t back = 0; back < kWindowTokens; ++back)
     if (!(log_[newest - back].token == log_[previous - back].token)) return;  // a hash collision
   // The step is (previous, newest]; frees in it may reach one step further back.
@@ -350,6 +354,35 @@ void loop_plan::look_for_step() {
                                        : layout_ != nullptr ? std::string("laying out on a thread")
                                                             : "planned, span " + std::to_string(span_bytes_) + " bytes") +
                                       ", " + std::to_string(build_ns / 1000) + " us");
+}
+
+// Note [Repeated steps]
+// The build budget (Note [Loop plans], Building) lets an early candidate through only
+// while all builds since the log began examined at most two tokens per token logged.
+// A step that holds two shorter repeats of its own -- a model server loading the same
+// model twice in a step, at a distance that changes with what came between -- finds a
+// candidate at each of them: each is built and rejected (not periodic), each makes the
+// next candidate wait a step of its length, and together they spend the budget as fast
+// as the log grows. The true step, whose windows recur one step back at every event,
+// then came early and over budget at every event, for good: corpus model-swap seed 557
+// built four such candidates in every pass and moved 898 chunks in each (1,796 calls),
+// with its 25,074-event step found at every event from the second pass on and never
+// built. So a candidate whose step repeats the one before it -- the tokens at
+// kRepeatSamples positions spread over the step equal those one step earlier, of which at
+// least kRepeatSamplesNeeded must have their twin recorded (a quarter of the step before:
+// the log restarts where a plan is abandoned, and waiting for a whole step before it
+// planned model-swap seed 139's 17,432-event step in the fifth pass) -- is built past the budget, within twice it
+// (four tokens examined per token logged, plus the samples, at most kRepeatSamples
+// comparisons per recorded event): the shorter repeats cannot be such a step, since what
+// lies between them differs. A step that repeats exactly is the one a plan can follow.
+bool loop_plan::repeats_step_before(std::size_t newest, std::size_t step_tokens) const noexcept {
+  // Positions whose twin one step back is recorded: the step's last newest + 1 - step_tokens.
+  const std::size_t comparable = std::min(step_tokens, newest + 1 - step_tokens);
+  if (comparable * kRepeatSamples < step_tokens * kRepeatSamplesNeeded) return false;
+  const std::size_t stride = std::max<std::size_t>(1, step_tokens / kRepeatSamples);
+  for (std::size_t back = 0; back < comparable; back += stride)
+    if (!(log_[newest - back].token == log_[newest - back - step_tokens].token)) return false;
+  return true;
 }
 
 std::size_t loop_plan::last_free_of_unrecorded_block(std::size_t step_begin, std::size_t step_end) const noexcept {

@@ -53,7 +53,8 @@ struct step_block;  // core/step_layout.hpp
 //    calling in the fifth; now planned in the second, with no call after the third. The
 //    builds stay bounded: such early ones only while all builds since the log began have
 //    examined at most two tokens per token logged (a build examines its step; one
-//    candidate per step examined at most one).
+//    candidate per step examined at most one), or four for a step that repeats the one
+//    before it (Note [Repeated steps] in loop_plan.cpp).
 //  - Building: the step is the tokens since that window. Recording starts at a page
 //    move (or a cross-stream wait, Note [Waits as churn]), usually inside a step, so the first step found often frees a block made before
 //    recording began and cannot be laid out; it is tried again as soon as a step no longer
@@ -194,6 +195,9 @@ class loop_plan {
   // The shortest step planned (Note [Loop plans]): four allocations and their frees.
   static constexpr std::size_t kMinStepTokens = 8;
   static constexpr std::size_t kMaxPlannedBlocks = std::size_t{1} << 15;
+  // Note [Repeated steps]: positions compared between a step and the one before it.
+  static constexpr std::size_t kRepeatSamples = 64;
+  static constexpr std::size_t kRepeatSamplesNeeded = 16;
 
   // Note [Layout threads]: a step of at least this many blocks is laid out on threads of
   // its own (with `layout_threads`, the loop_plan_threads option) while the loop goes on.
@@ -293,6 +297,7 @@ class loop_plan {
   // The last free in log positions [step_begin, step_end) of a block made before the log
   // began; step_begin when there is none.
   std::size_t last_free_of_unrecorded_block(std::size_t step_begin, std::size_t step_end) const noexcept;
+  bool repeats_step_before(std::size_t newest, std::size_t step_tokens) const noexcept;
   // nullptr when planned, else why not.
   // `churn_bytes`: what the step moved (or created past the move budget).
   const char* build_plan(std::size_t step_begin, std::size_t step_end, std::size_t churn_bytes,
