@@ -128,7 +128,8 @@ struct step_block;  // core/step_layout.hpp
 //  - Deviation: another size or stream, a free out of order, a planned place still in
 //    use or a device failure abandons the plan: the request is placed as usual, the
 //    range returns to ordinary placement at once (its live blocks stay where they are)
-//    and recording starts again. A deviating allocation abandons the plan before it is
+//    and recording starts again -- or goes on, where the plan had not yet placed a whole
+//    step (Note [Log through a plan's first step]). A deviating allocation abandons the plan before it is
 //    placed: placed while the range was still held, it could neither use the range's
 //    free address space nor move its cached pages (Note [Page moves]), and got new pages
 //    beside the range, which stayed reserved (corpus quantized-attention, where a plan
@@ -255,7 +256,8 @@ class loop_plan {
   bool hand_over_waited() const noexcept { return hand_over_waited_; }
   // Blocks are being placed by the plan (its range must exist).
   bool active() const noexcept { return placing_; }
-  // Leaves the active plan (a deviation the caller saw); recording starts again.
+  // Leaves the active plan (a deviation the caller saw); recording starts again, or goes on
+  // (Note [Log through a plan's first step]).
   void abandon(const char* reason) noexcept;
 
   // Note [Layout threads]: a step's layout is under way on a thread of its own.

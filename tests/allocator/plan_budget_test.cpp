@@ -97,6 +97,14 @@ void check_settled(const replay_result& earlier, const replay_result& later) {
   CHECK(device_calls(later.stats) == device_calls(earlier.stats));
 }
 
+// Planned within 1.03x its live peak, and no device call in the fifth pass.
+void check_settled_by_fifth_pass(const fragless::traces::trace& workload) {
+  const replay_result four = replay(core::cache_settings{}, workload, 4);
+  const replay_result five = replay(core::cache_settings{}, workload, 5);
+  check_planned_replay(five, 1.03);
+  check_settled(four, five);
+}
+
 }  // namespace
 
 // pipeline-1f1b seed 57 keeps 1 GiB blocks alive across several micro-batches. While only
@@ -306,11 +314,7 @@ TEST_CASE("a run no idle chunk fits gives one back before reserved memory passes
 // every pass (1,796 calls). A candidate whose step repeats the one before it is built
 // past that budget: planned, and settled by the fifth pass.
 TEST_CASE("shorter repeats that keep coming do not keep the step from being built", "[loop_plans]") {
-  const fragless::traces::trace workload = bench::generate_corpus_workload("model-swap", 557);
-  const replay_result four = replay(core::cache_settings{}, workload, 4);
-  const replay_result five = replay(core::cache_settings{}, workload, 5);
-  check_planned_replay(five, 1.03);
-  check_settled(four, five);
+  check_settled_by_fifth_pass(bench::generate_corpus_workload("model-swap", 557));
 }
 
 // Note [Log through a plan's first step]: model-swap seed 139 plans four repeats inside
@@ -319,9 +323,5 @@ TEST_CASE("shorter repeats that keep coming do not keep the step from being buil
 // there, 1,230 in each of passes 2-4). With the log kept through a plan's first step it
 // hands over in the third, and the fifth pass makes no call.
 TEST_CASE("a plan abandoned within its first step keeps the log", "[loop_plans]") {
-  const fragless::traces::trace workload = bench::generate_corpus_workload("model-swap", 139);
-  const replay_result four = replay(core::cache_settings{}, workload, 4);
-  const replay_result five = replay(core::cache_settings{}, workload, 5);
-  check_planned_replay(five, 1.03);
-  check_settled(four, five);
+  check_settled_by_fifth_pass(bench::generate_corpus_workload("model-swap", 139));
 }
