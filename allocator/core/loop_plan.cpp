@@ -85,6 +85,7 @@ void loop_plan::take_refused_layout() noexcept {
 
 void loop_plan::drop_plan() noexcept {
   active_ = false;
+  log_through_plan_ = false;
   refused_ = false;
   pending_ = false;
   placing_ = false;
@@ -162,12 +163,14 @@ void loop_plan::follow(const loop_token& token) noexcept {
     return;
   }
   if (placing_ && plan_[phase_].offset_bytes >= 0) ++counters_.planned_allocations;
-  if (placing_ && log_through_plan_ && ++placed_events_ >= plan_.size()) {
-    log_through_plan_ = false;  // Note [Log through a plan's first step]: the plan holds
-    clear_log();
-  }
   if (refused_) ++refused_events_followed_;  // Note [Move budget]
   phase_ = phase_ + 1 == plan_.size() ? 0 : phase_ + 1;
+  // Note [Log through a plan's first step]: placing began at start_phase_; back there, the
+  // plan has placed a whole step, and holds.
+  if (placing_ && log_through_plan_ && phase_ == start_phase_) {
+    log_through_plan_ = false;
+    clear_log();
+  }
   if (placing_ || refused_ || phase_ != start_phase_) return;
   if (layout_ != nullptr && !finish_layout()) return;  // Note [Layout threads]
   if (postponed_) {
@@ -175,6 +178,7 @@ void loop_plan::follow(const loop_token& token) noexcept {
     if (latest_churn_ == churn_when_postponed_) {
       // The step moved nothing: the loop settled by itself. Not a failure.
       active_ = false;
+      log_through_plan_ = false;
       plan_.clear();
       clear_log();
       return;
@@ -215,6 +219,7 @@ void loop_plan::reject() noexcept {
   ++counters_.plans_rejected;
   planning_failed_ = true;
   active_ = false;
+  log_through_plan_ = false;
   refused_ = false;
   pending_ = false;
   plan_.clear();
@@ -342,7 +347,6 @@ void loop_plan::look_for_step() {
   const std::int64_t build_ns = now_ns() - build_start_ns;
   if (rejected == nullptr) {
     log_through_plan_ = true;  // Note [Log through a plan's first step]
-    placed_events_ = 0;
     active_ = true;
     refused_ = false;
     phase_ = 0;

@@ -383,9 +383,8 @@ class loop_plan {
   bool pending_ = false;         // at start_phase_, waiting for activate()/reject()
   bool placing_ = false;         // blocks are placed by the plan
   // Note [Log through a plan's first step]: recording goes on from a plan's build until it
-  // has placed a whole step (placed_events_ counts its events so far).
+  // has placed a whole step.
   bool log_through_plan_ = false;
-  std::size_t placed_events_ = 0;
   // Note [Loop plans]: after a plan is abandoned only longer steps are planned, until the
   // log fills once without a plan; steps already rejected are not built again.
   std::size_t min_step_tokens_ = kMinStepTokens;
