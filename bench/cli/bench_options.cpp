@@ -90,6 +90,12 @@ usage:
                                              every allocator and the idealized packer;
                                              per-family and overall tables (markdown with
                                              --markdown, rows with --json)
+  fragless-bench layout [FILE...] [options]  the loop plans' layout stage alone: each corpus
+                                             seed's pass (--seeds, --families) or each trace
+                                             file laid out as one step, checked; its span over
+                                             the step's peak and its time, per family
+                                             (markdown with --markdown, rows with --csv; --out
+                                             DIR writes each step for an offline solver)
   fragless-bench calibrate -o OUT            measure the host cost of each device call on
                                              this device (several sizes, medians) and write
                                              a cost table (--cost-table reads it)
@@ -151,7 +157,7 @@ bench_options parse_bench_options(int argc, char** argv) {
   if (options.command == "--help" || options.command == "-h" || options.command == "help")
     throw std::invalid_argument("help");
   static const std::vector<std::string> commands = {"main", "replay", "builtin", "convert", "replay-one", "micro",
-                                                    "generate", "corpus", "calibrate", "device-info"};
+                                                    "generate", "corpus", "layout", "calibrate", "device-info"};
   bool known = false;
   for (const std::string& c : commands) known = known || c == options.command;
   if (!known) throw std::invalid_argument("unknown command '" + options.command + "'");

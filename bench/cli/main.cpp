@@ -4,6 +4,7 @@
 #include "bench_options.hpp"
 #include "child_runner.hpp"
 #include "corpus_command.hpp"
+#include "layout_command.hpp"
 #include "cost/calibrate_backend.hpp"
 #include "replay/device_counters.hpp"
 #include "report/outputs.hpp"
@@ -119,6 +120,7 @@ int run_command(const bench_options& parsed, int argc, char** argv) {
 #endif
   }
   if (options.command == "generate") return run_generate(options);
+  if (options.command == "layout") return run_layout(options);
   if (options.command == "corpus") {
     std::string command_line = "fragless-bench";
     for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
