@@ -3,6 +3,7 @@
 
 #include "layout/step_instance.hpp"
 #include "report/median.hpp"
+#include "report/number_text.hpp"
 #include "report/outputs.hpp"
 #include "report/progress_bar.hpp"
 #include "traces/text_trace.hpp"
@@ -89,12 +90,6 @@ layout_row lay_out_task(const layout_task& task, const std::string& out_dir) {
 
 double span_over_peak(const layout_row& row) {
   return row.peak_bytes == 0 ? 1.0 : static_cast<double>(row.span_bytes) / static_cast<double>(row.peak_bytes);
-}
-
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
 }
 
 std::string format_csv(const std::vector<layout_row>& rows) {

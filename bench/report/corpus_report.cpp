@@ -2,6 +2,7 @@
 // both formats.
 #include "corpus_report.hpp"
 #include "report/median.hpp"
+#include "report/number_text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -170,13 +171,6 @@ family_figures compute(const std::vector<const corpus_row*>& rows) {
     }
   }
   return f;
-}
-
-std::string fixed(double value, int digits) {
-  if (!std::isfinite(value)) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
-  return buffer;
 }
 
 std::string of(std::size_t part, std::size_t whole) { return std::to_string(part) + " of " + std::to_string(whole); }
