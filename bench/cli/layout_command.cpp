@@ -62,11 +62,9 @@ double thread_cpu_ms() {
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
-std::string file_stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
-
 layout_row lay_out_task(const layout_task& task, const std::string& out_dir) {
   const traces::trace t = task.corpus ? generate_corpus_workload(task.family, task.seed)
-                                      : traces::load_trace_file(task.source, file_stem(task.source));
+                                      : traces::load_trace_file(task.source, task.source);
   step_instance instance = step_instance_of(t);
   if (!out_dir.empty()) {
     std::string stem = task.corpus ? task.family + "-" + std::to_string(task.seed)
@@ -167,7 +165,8 @@ int run_layout(const bench_options& options) {
         rows[i] = lay_out_task(tasks[i], options.out_dir);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mutex);
-        if (failure.empty()) failure = tasks[i].source + ": " + e.what();
+        const std::string what = e.what();  // a reader's message names its file already
+        if (failure.empty()) failure = what.rfind(tasks[i].source, 0) == 0 ? what : tasks[i].source + ": " + what;
       }
       std::lock_guard<std::mutex> lock(mutex);
       progress.advance(tasks[i].source);
