@@ -178,27 +178,14 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
   // Closed: every block made in the step is freed within one step.
   for (const step_block& block : blocks)
     if (block.first_end == SIZE_MAX) return "not closed";
-  const std::vector<std::int64_t> live_change = step_live_changes(blocks, step_tokens);
-  // Placing starts after the event that leaves the least live bytes: there the blocks
-  // placed before the plan overlap its first planned blocks the least.
-  std::int64_t live = 0, peak = 0, least = INT64_MAX;
-  std::size_t start_phase = 0;
-  for (std::size_t phase = 0; phase < step_tokens; ++phase) {
-    live += live_change[phase];
-    peak = std::max(peak, live);
-    if (live < least) {
-      least = live;
-      start_phase = phase + 1 == step_tokens ? 0 : phase + 1;
-    }
-  }
+  const auto [start_phase, peak_bytes] = set_step_start(blocks, step_tokens);
   auto job = std::make_unique<layout_job>();
   job->blocks = std::move(blocks);
   job->phases = step_tokens;
-  job->peak_bytes = static_cast<std::size_t>(peak);
+  job->peak_bytes = peak_bytes;
   job->churn_bytes = churn_bytes;
   job->step = step;
   job->started_ns = now_ns();
-  for (step_block& block : job->blocks) block.from_start = (block.first_begin + step_tokens - start_phase) % step_tokens;
   start_phase_ = start_phase;
   load_step(step_begin, step_end);
   span_bytes_ = 0;

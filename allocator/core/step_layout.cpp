@@ -285,6 +285,23 @@ std::vector<std::int64_t> step_live_changes(const std::vector<step_block>& block
   return live_change;
 }
 
+step_start set_step_start(std::vector<step_block>& blocks, std::size_t phases) {
+  if (phases == 0) return {};
+  const std::vector<std::int64_t> live_change = step_live_changes(blocks, phases);
+  std::int64_t live = 0, peak = 0, least = INT64_MAX;
+  std::size_t start_phase = 0;
+  for (std::size_t phase = 0; phase < phases; ++phase) {
+    live += live_change[phase];
+    peak = std::max(peak, live);
+    if (live < least) {
+      least = live;
+      start_phase = phase + 1 == phases ? 0 : phase + 1;
+    }
+  }
+  for (step_block& block : blocks) block.from_start = (block.first_begin + phases - start_phase) % phases;
+  return {start_phase, static_cast<std::size_t>(peak)};
+}
+
 std::size_t step_peak_bytes(const std::vector<step_block>& blocks) {
   std::size_t phases = 0;
   for (const step_block& block : blocks) phases = std::max(phases, block.first_end);

@@ -94,6 +94,14 @@ inline constexpr std::size_t kLayoutThreadBlocks = 256;
 std::vector<std::int64_t> step_live_changes(const std::vector<step_block>& blocks, std::size_t phases);
 // The most bytes the step's blocks hold at once: no layout is narrower.
 std::size_t step_peak_bytes(const std::vector<step_block>& blocks);
+// Where placing starts (Note [Loop plans]): after the first event that leaves the least
+// live bytes, where the blocks placed before the plan overlap its first planned blocks the
+// least. Sets every block's from_start from there; returns that phase and the step's peak.
+struct step_start {
+  std::size_t start_phase = 0;
+  std::size_t peak_bytes = 0;
+};
+step_start set_step_start(std::vector<step_block>& blocks, std::size_t phases);
 
 // Note [Layout refinement]: `blocks` laid out in `sequence` span `span_bytes`; lays them
 // out again with the blocks that end above the step's peak moved to the front of the

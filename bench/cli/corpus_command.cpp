@@ -5,15 +5,14 @@
 #include "report/corpus_report.hpp"
 #include "report/outputs.hpp"
 #include "report/progress_bar.hpp"
+#include "parallel_tasks.hpp"
 #include "run_matrix.hpp"
 #include "traces/text_trace.hpp"
 #include "workloads/corpus.hpp"
 
-#include <atomic>
 #include <iostream>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 namespace fragless::bench {
 
@@ -52,32 +51,25 @@ int run_corpus(const bench_options& options, const std::string& command_line) {
   progress_bar progress(tasks.size() * (allocators.size() + 1), options.progress || progress_bar::stderr_is_terminal());
   std::mutex mutex;  // guards progress and results
   std::vector<std::vector<corpus_row>> results(tasks.size());
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < tasks.size(); i = next++) {
-      const corpus_task& task = tasks[i];
-      const std::string source = corpus_source(task.family, task.seed);
-      std::vector<corpus_row> rows;
-      const traces::trace t = generate_corpus_workload(task.family, task.seed);
-      const std::uint64_t ideal_bytes = compute_ideal(t).ideal_bytes;
-      rows.push_back({task.family, packer_row(source, t, 0, ideal_bytes)});
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        progress.advance(source + " / " + packer_row_name);
-      }
-      for (const auto& [allocator, configuration] : allocators) {
-        rows.push_back({task.family, replay_row({source, source}, allocator, configuration, options, ideal_bytes, prices)});
-        std::lock_guard<std::mutex> lock(mutex);
-        progress.advance(source + " / " + allocator);
-      }
+  run_in_parallel(tasks.size(), options.jobs, [&](std::size_t i) {
+    const corpus_task& task = tasks[i];
+    const std::string source = corpus_source(task.family, task.seed);
+    std::vector<corpus_row> rows;
+    const traces::trace t = generate_corpus_workload(task.family, task.seed);
+    const std::uint64_t ideal_bytes = compute_ideal(t).ideal_bytes;
+    rows.push_back({task.family, packer_row(source, t, 0, ideal_bytes)});
+    {
       std::lock_guard<std::mutex> lock(mutex);
-      results[i] = std::move(rows);
+      progress.advance(source + " / " + packer_row_name);
     }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 1; j < options.jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (std::thread& thread : threads) thread.join();
+    for (const auto& [allocator, configuration] : allocators) {
+      rows.push_back({task.family, replay_row({source, source}, allocator, configuration, options, ideal_bytes, prices)});
+      std::lock_guard<std::mutex> lock(mutex);
+      progress.advance(source + " / " + allocator);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    results[i] = std::move(rows);
+  });
 
   std::vector<corpus_row> rows;
   std::vector<result_row> flat;

@@ -2,6 +2,7 @@
 #include "layout_command.hpp"
 
 #include "layout/step_instance.hpp"
+#include "parallel_tasks.hpp"
 #include "report/median.hpp"
 #include "report/number_text.hpp"
 #include "report/outputs.hpp"
@@ -10,7 +11,6 @@
 #include "workloads/corpus.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -19,7 +19,6 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 namespace fragless::bench {
 
@@ -158,24 +157,17 @@ int run_layout(const bench_options& options) {
   std::vector<layout_row> rows(tasks.size());
   std::mutex mutex;  // guards progress and the first failure
   std::string failure;
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < tasks.size(); i = next++) {
-      try {
-        rows[i] = lay_out_task(tasks[i], options.out_dir);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        const std::string what = e.what();  // a reader's message names its file already
-        if (failure.empty()) failure = what.rfind(tasks[i].source, 0) == 0 ? what : tasks[i].source + ": " + what;
-      }
+  run_in_parallel(tasks.size(), options.jobs, [&](std::size_t i) {
+    try {
+      rows[i] = lay_out_task(tasks[i], options.out_dir);
+    } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mutex);
-      progress.advance(tasks[i].source);
+      const std::string what = e.what();  // a reader's message names its file already
+      if (failure.empty()) failure = what.rfind(tasks[i].source, 0) == 0 ? what : tasks[i].source + ": " + what;
     }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 1; j < options.jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (std::thread& thread : threads) thread.join();
+    std::lock_guard<std::mutex> lock(mutex);
+    progress.advance(tasks[i].source);
+  });
   if (!failure.empty()) throw std::runtime_error(failure);
   if (!options.csv_path.empty()) write_file_atomically(options.csv_path, format_csv(rows));
   const std::string markdown = format_markdown(rows, groups);

@@ -45,21 +45,8 @@ step_instance step_instance_of(const traces::trace& t) {
   for (auto block = instance.blocks.rbegin(); block != instance.blocks.rend(); ++block)
     if (block->first_end == SIZE_MAX) block->first_end = phase++;
   instance.phases = phase;
-  instance.peak_bytes = core::step_peak_bytes(instance.blocks);
-  // Placing starts after the request that leaves the fewest bytes alive (Note [Loop plans]:
-  // a plan's start phase), which the step's own order counts from.
-  const std::vector<std::int64_t> change = core::step_live_changes(instance.blocks, instance.phases);
-  std::int64_t live = 0, least = INT64_MAX;
-  std::size_t start_phase = 0;
-  for (std::size_t p = 0; p < instance.phases; ++p) {
-    live += change[p];
-    if (live < least) {
-      least = live;
-      start_phase = p + 1 == instance.phases ? 0 : p + 1;
-    }
-  }
-  for (core::step_block& block : instance.blocks)
-    block.from_start = (block.first_begin + instance.phases - start_phase) % std::max<std::size_t>(instance.phases, 1);
+  // Placing starts where a plan's would (the step's own order counts from there).
+  instance.peak_bytes = core::set_step_start(instance.blocks, instance.phases).peak_bytes;
   return instance;
 }
 
