@@ -4,7 +4,6 @@
 #include "core/size_classes.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <numeric>
 #include <unordered_map>
