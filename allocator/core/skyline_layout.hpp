@@ -2,7 +2,8 @@
 // skyline_layout.cpp). Where the greedy orders and their refinement (step_layout.hpp) leave
 // a step wider than its peak, a bounded search places the blocks lowest first, each resting
 // on the blocks placed before it whose lifetimes meet its own, and keeps a layout only if
-// it is narrower.
+// it is narrower. Its turns place blocks in an order whose offsets never fall (Note
+// [Canonical turns] in skyline_layout.cpp).
 // Invariant: the blocks' offsets change only to a layout that overlaps no two blocks whose
 // lifetimes meet and spans less than the span given; the same blocks give the same layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.

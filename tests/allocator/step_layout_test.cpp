@@ -366,8 +366,9 @@ TEST_CASE("the skyline search stops when cancelled, and leaves a layout at the p
 
 TEST_CASE("serving steps of growing caches: the skyline search in the step's order narrows them", "[step_layout]") {
   // Note [Skyline layout]: the refined layouts of these 20 steps are all above their peak
-  // (1.153x, geometric mean); the three searches narrow 17 of them, 3 to the peak, to
-  // 1.073x. Without the step-order preference: 7 narrowed, none to the peak, 1.131x.
+  // (1.153x, geometric mean); the three searches narrow 18 of them, to 1.069x (17, 3 to the
+  // peak, 1.073x before Note [Canonical turns]). Without the step-order preference: 7
+  // narrowed, none to the peak, 1.131x.
   std::size_t narrower = 0;
   double log_before_sum = 0, log_after_sum = 0;
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
@@ -495,8 +496,8 @@ TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-fi
   // Note [Ring layout]: memory freed in the order it was made packs the way a ring buffer
   // packs it; the bottom-first layouts (orders, refining, the skyline search) put each new
   // block in a hole the last frees left. Measured on these seeds: queues narrower on 5 of
-  // 20, 1.019x -> 1.014x their peak (geometric mean); growing caches narrower on 8 of 20,
-  // 1.073x -> 1.053x.
+  // 20, 1.018x -> 1.013x their peak (geometric mean); growing caches narrower on 8 of 20,
+  // 1.069x -> 1.050x.
   for (const bool queue : {true, false}) {
     std::size_t narrower = 0, at_peak_before = 0, at_peak = 0;
     double log_before_sum = 0, log_after_sum = 0;
@@ -528,8 +529,8 @@ TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-fi
       CHECK(std::exp(log_after_sum / 20) <= 1.016);
     } else {
       CHECK(narrower >= 6);
-      CHECK(std::exp(log_before_sum / 20) >= 1.07);
-      CHECK(std::exp(log_after_sum / 20) <= 1.06);
+      CHECK(std::exp(log_before_sum / 20) >= 1.06);
+      CHECK(std::exp(log_after_sum / 20) <= 1.055);
     }
   }
 }

@@ -1,0 +1,58 @@
+// Phase max tree: a value per phase of a step, the largest of them read at once and a range
+// of phases raised or lowered together -- the skyline search's bound on what the blocks
+// not placed yet hold at once (Note [Canonical turns] in skyline_layout.cpp).
+// Invariant: most() is the largest of the values given, after every add() since; an add()
+// over [begin, end) costs O(log phases), most() O(1).
+// Plain C++, no shared state.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fragless::core {
+
+class phase_max_tree {
+public:
+  phase_max_tree() = default;
+  explicit phase_max_tree(const std::vector<std::size_t>& values)
+      : leaves_(std::bit_ceil(std::max<std::size_t>(values.size(), 1))), tree_(2 * leaves_, 0), added_(leaves_, 0) {
+    for (std::size_t phase = 0; phase < values.size(); ++phase)
+      tree_[leaves_ + phase] = static_cast<std::int64_t>(values[phase]);
+    for (std::size_t node = leaves_ - 1; node > 0; --node) tree_[node] = std::max(tree_[2 * node], tree_[2 * node + 1]);
+  }
+
+  // Adds `amount` to the values of phases [begin, end) (end <= the phases given).
+  void add(std::size_t begin, std::size_t end, std::int64_t amount) noexcept {
+    if (begin >= end) return;
+    std::size_t low = begin + leaves_, high = end + leaves_;
+    const std::size_t first_leaf = low, last_leaf = high - 1;
+    for (; low < high; low >>= 1, high >>= 1) {
+      if (low & 1) raise(low++, amount);
+      if (high & 1) raise(--high, amount);
+    }
+    refresh_above(first_leaf);
+    refresh_above(last_leaf);
+  }
+
+  // The largest value (0 for no phases; values never go below 0 in use).
+  std::size_t most() const noexcept { return tree_.empty() ? 0 : static_cast<std::size_t>(tree_[1]); }
+
+private:
+  // A node holds the largest value below it, counting the amounts added to whole nodes on
+  // the way (added_ of each inner node).
+  void raise(std::size_t node, std::int64_t amount) noexcept {
+    tree_[node] += amount;
+    if (node < leaves_) added_[node] += amount;
+  }
+  void refresh_above(std::size_t node) noexcept {
+    for (node >>= 1; node > 0; node >>= 1) tree_[node] = std::max(tree_[2 * node], tree_[2 * node + 1]) + added_[node];
+  }
+
+  std::size_t leaves_ = 0;
+  std::vector<std::int64_t> tree_, added_;
+};
+
+}  // namespace fragless::core
