@@ -4,7 +4,8 @@
 // the order the step makes them, each at the first place at or after the previous one
 // that fits under a fixed width, wrapping to the bottom at the top -- a ring buffer -- at
 // the narrowest width that takes them all, and that layout settled: each block moved down
-// to the lowest place it fits.
+// to the lowest place it fits; then once more with the shorter-lived half of the blocks
+// kept off the ring's cursor, the narrower kept.
 // Invariant: the blocks' offsets change only to a layout that overlaps no two blocks whose
 // lifetimes meet and spans less than the span given; the same blocks give the same layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.

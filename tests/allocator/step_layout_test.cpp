@@ -4,7 +4,8 @@
 // or several, never wider; on serving steps of growing caches the step-following orders
 // beat largest-first, and refining narrows them further; the skyline search narrows
 // refined random steps, often to their peak; a step run backwards meets the same blocks,
-// and growing caches lay out narrower so; the ring narrows queues and growing caches.
+// and growing caches lay out narrower so; the ring narrows queues and growing caches, and
+// a queue among temporaries once the shorter-lived half is off its cursor.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -451,6 +452,46 @@ std::vector<step_block> queue_step(std::uint32_t seed, std::size_t count, std::s
   return blocks;
 }
 
+// queue_step with a short-lived temporary after about every other block the queue makes: 1-128
+// units, freed two phases later (after the queue's next event), as a program's scratch
+// tensors come and go between the long-lived ones.
+std::vector<step_block> queue_with_temporaries_step(std::uint32_t seed, std::size_t count, std::size_t* phases_out) {
+  std::mt19937 random(seed);
+  constexpr std::size_t kUnitBytes = 64 * 1024;
+  struct lifetime {
+    std::size_t size_bytes, begin, end;
+  };
+  std::vector<lifetime> lifetimes;
+  std::vector<std::size_t> queue;  // indices into lifetimes, oldest first
+  std::size_t phase = 0, oldest = 0, pending_temporary = SIZE_MAX;
+  const auto end_temporary = [&] {
+    if (pending_temporary != SIZE_MAX) lifetimes[pending_temporary].end = phase++;
+    pending_temporary = SIZE_MAX;
+  };
+  while (lifetimes.size() < count) {
+    const std::size_t live = queue.size() - oldest;
+    if (live < 2 || (live < 12 && random() % 2 == 0)) {
+      queue.push_back(lifetimes.size());
+      lifetimes.push_back({(1 + random() % 64) * kUnitBytes, phase++, 0});
+      end_temporary();
+      if (random() % 2 == 0) {
+        pending_temporary = lifetimes.size();
+        lifetimes.push_back({(1 + random() % 128) * kUnitBytes, phase++, 0});
+      }
+    } else {
+      lifetimes[queue[oldest++]].end = phase++;
+      end_temporary();
+    }
+  }
+  end_temporary();
+  while (oldest < queue.size()) lifetimes[queue[oldest++]].end = phase++;
+  std::vector<step_block> blocks;
+  for (std::size_t index = 0; index < lifetimes.size(); ++index)
+    blocks.push_back(make_block(index, lifetimes[index].size_bytes, lifetimes[index].begin, lifetimes[index].end, phase, 0));
+  *phases_out = phase;
+  return blocks;
+}
+
 }  // namespace
 
 TEST_CASE("the ring layout places blocks that live at once apart, never widens, and is the same every time", "[step_layout]") {
@@ -495,9 +536,10 @@ TEST_CASE("the ring layout stops when cancelled, and leaves a layout at the peak
 TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-first layouts leave wide", "[step_layout]") {
   // Note [Ring layout]: memory freed in the order it was made packs the way a ring buffer
   // packs it; the bottom-first layouts (orders, refining, the skyline search) put each new
-  // block in a hole the last frees left. Measured on these seeds: queues narrower on 5 of
-  // 20, 1.018x -> 1.013x their peak (geometric mean); growing caches narrower on 8 of 20,
-  // 1.069x -> 1.050x.
+  // block in a hole the last frees left. Measured on these seeds: queues narrower on 7 of
+  // 20, 1.018x -> 1.009x their peak (geometric mean; 5, 1.013x with every block at the
+  // ring's cursor, before the shorter-lived half went off it); growing caches narrower on 8
+  // of 20, 1.069x -> 1.050x.
   for (const bool queue : {true, false}) {
     std::size_t narrower = 0, at_peak_before = 0, at_peak = 0;
     double log_before_sum = 0, log_after_sum = 0;
@@ -526,11 +568,41 @@ TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-fi
     if (queue) {
       CHECK(narrower >= 4);
       CHECK(std::exp(log_before_sum / 20) >= 1.018);  // something to narrow
-      CHECK(std::exp(log_after_sum / 20) <= 1.016);
+      CHECK(std::exp(log_after_sum / 20) <= 1.012);
     } else {
       CHECK(narrower >= 6);
       CHECK(std::exp(log_before_sum / 20) >= 1.06);
       CHECK(std::exp(log_after_sum / 20) <= 1.055);
     }
   }
+}
+
+TEST_CASE("a queue among temporaries: the ring keeps the shorter-lived half off its cursor", "[step_layout]") {
+  // Note [Ring layout]: scratch blocks placed at the cursor push it past room the queue
+  // would have used next; placed at the highest place that fits, they leave the cursor to
+  // the queue. Measured on these 20 seeds (ring_layout after the skyline search), 1.0187x
+  // their peak before the ring, geometric mean: with every block at the cursor alone, no
+  // step narrower; with the shorter-lived half off it as well, 3 narrower, 1.0132x.
+  std::size_t narrower = 0;
+  double log_before_sum = 0, log_after_sum = 0;
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 0;
+    const std::vector<step_block> step = queue_with_temporaries_step(seed, 300, &phases);
+    const std::size_t peak = peak_live_bytes(step, phases);
+    std::vector<step_block> blocks;
+    const std::size_t searched_span = fragless::core::skyline_layout(blocks, refined_narrowest(step, &blocks), nullptr);
+    const std::size_t span = fragless::core::ring_layout(blocks, phases, peak, searched_span, nullptr);
+    CHECK(layout_faults(blocks, phases, span) == 0);
+    CHECK(span <= searched_span);
+    CHECK(span >= peak);
+    if (span < searched_span) ++narrower;
+    log_before_sum += std::log(static_cast<double>(searched_span) / static_cast<double>(peak));
+    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
+  }
+  INFO("narrower on " << narrower << ", geometric mean " << std::exp(log_before_sum / 20) << " -> "
+       << std::exp(log_after_sum / 20));
+  CHECK(std::exp(log_before_sum / 20) >= 1.017);  // something to narrow
+  CHECK(narrower >= 2);
+  CHECK(std::exp(log_after_sum / 20) <= 1.016);
 }
