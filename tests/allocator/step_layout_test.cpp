@@ -427,35 +427,11 @@ namespace {
 
 // A queue: blocks of 1-64 units made one after another and freed in the order made, a
 // random 2-12 of them live at once, over `count` blocks; the last ones leave at the step's
-// end. Phases count allocations and frees.
-std::vector<step_block> queue_step(std::uint32_t seed, std::size_t count, std::size_t* phases_out) {
-  std::mt19937 random(seed);
-  constexpr std::size_t kUnitBytes = 64 * 1024;
-  struct lifetime {
-    std::size_t size_bytes, begin, end;
-  };
-  std::vector<lifetime> lifetimes;
-  std::size_t phase = 0, oldest = 0;
-  while (lifetimes.size() < count) {
-    const std::size_t live = lifetimes.size() - oldest;
-    if (live < 2 || (live < 12 && random() % 2 == 0)) {
-      lifetimes.push_back({(1 + random() % 64) * kUnitBytes, phase++, 0});
-    } else {
-      lifetimes[oldest++].end = phase++;
-    }
-  }
-  while (oldest < lifetimes.size()) lifetimes[oldest++].end = phase++;
-  std::vector<step_block> blocks;
-  for (std::size_t index = 0; index < lifetimes.size(); ++index)
-    blocks.push_back(make_block(index, lifetimes[index].size_bytes, lifetimes[index].begin, lifetimes[index].end, phase, 0));
-  *phases_out = phase;
-  return blocks;
-}
-
-// queue_step with a short-lived temporary after about every other block the queue makes: 1-128
-// units, freed two phases later (after the queue's next event), as a program's scratch
-// tensors come and go between the long-lived ones.
-std::vector<step_block> queue_with_temporaries_step(std::uint32_t seed, std::size_t count, std::size_t* phases_out) {
+// end. Phases count allocations and frees. `with_temporaries`: a short-lived block of
+// 1-128 units after about every other block the queue makes, freed after the queue's next
+// event, as a program's scratch tensors come and go between the long-lived ones.
+std::vector<step_block> queue_step(std::uint32_t seed, std::size_t count, std::size_t* phases_out,
+                                   bool with_temporaries = false) {
   std::mt19937 random(seed);
   constexpr std::size_t kUnitBytes = 64 * 1024;
   struct lifetime {
@@ -474,7 +450,7 @@ std::vector<step_block> queue_with_temporaries_step(std::uint32_t seed, std::siz
       queue.push_back(lifetimes.size());
       lifetimes.push_back({(1 + random() % 64) * kUnitBytes, phase++, 0});
       end_temporary();
-      if (random() % 2 == 0) {
+      if (with_temporaries && random() % 2 == 0) {
         pending_temporary = lifetimes.size();
         lifetimes.push_back({(1 + random() % 128) * kUnitBytes, phase++, 0});
       }
@@ -533,21 +509,32 @@ TEST_CASE("the ring layout stops when cancelled, and leaves a layout at the peak
   CHECK(at_peak[1].offset_bytes == 0);
 }
 
-TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-first layouts leave wide", "[step_layout]") {
+TEST_CASE("queues, growing caches and a queue among temporaries: the ring narrows what the bottom-first layouts leave wide",
+          "[step_layout]") {
   // Note [Ring layout]: memory freed in the order it was made packs the way a ring buffer
   // packs it; the bottom-first layouts (orders, refining, the skyline search) put each new
-  // block in a hole the last frees left. Measured on these seeds: queues narrower on 7 of
-  // 20, 1.018x -> 1.009x their peak (geometric mean; 5, 1.013x with every block at the
-  // ring's cursor, before the shorter-lived half went off it); growing caches narrower on 8
-  // of 20, 1.069x -> 1.050x.
-  for (const bool queue : {true, false}) {
+  // block in a hole the last frees left. Scratch blocks placed at the ring's cursor push it
+  // past room the queue would have used next; placed at the highest place that fits, the
+  // shorter-lived half leaves the cursor to the queue. Measured on these seeds (ring_layout
+  // after the skyline search; geometric means over their peaks): queues narrower on 7 of
+  // 20, 1.018x -> 1.009x (5, 1.013x with every block at the cursor, before the
+  // shorter-lived half went off it); growing caches narrower on 8 of 20, 1.069x -> 1.050x;
+  // a queue among temporaries narrower on 3 of 20, 1.0187x -> 1.0132x (none narrower with
+  // every block at the cursor).
+  enum class kind { queue, growing_caches, queue_among_temporaries };
+  for (const kind step_kind : {kind::queue, kind::growing_caches, kind::queue_among_temporaries}) {
+    const char* name = step_kind == kind::queue            ? "queues"
+                       : step_kind == kind::growing_caches ? "growing caches"
+                                                           : "a queue among temporaries";
     std::size_t narrower = 0, at_peak_before = 0, at_peak = 0;
     double log_before_sum = 0, log_after_sum = 0;
     for (std::uint32_t seed = 1; seed <= 20; ++seed) {
-      INFO((queue ? "queue" : "growing caches") << " seed " << seed);
+      INFO(name << " seed " << seed);
       std::size_t phases = 0;
-      const std::vector<step_block> step =
-          queue ? queue_step(seed, 200, &phases) : growing_caches_step(seed, 2 + seed % 6, 12, &phases);
+      const std::vector<step_block> step = step_kind == kind::queue ? queue_step(seed, 200, &phases)
+                                           : step_kind == kind::growing_caches
+                                               ? growing_caches_step(seed, 2 + seed % 6, 12, &phases)
+                                               : queue_step(seed, 300, &phases, true);
       const std::size_t peak = peak_live_bytes(step, phases);
       std::vector<step_block> blocks;
       const std::size_t searched_span = fragless::core::skyline_layout(blocks, refined_narrowest(step, &blocks), nullptr);
@@ -561,48 +548,25 @@ TEST_CASE("queues and growing caches: the ring layout narrows what the bottom-fi
       log_before_sum += std::log(static_cast<double>(searched_span) / static_cast<double>(peak));
       log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
     }
-    INFO((queue ? "queues" : "growing caches") << ": narrower on " << narrower << ", at the peak " << at_peak_before
-         << " -> " << at_peak << ", geometric mean " << std::exp(log_before_sum / 20) << " -> "
-         << std::exp(log_after_sum / 20));
+    INFO(name << ": narrower on " << narrower << ", at the peak " << at_peak_before << " -> " << at_peak
+              << ", geometric mean " << std::exp(log_before_sum / 20) << " -> " << std::exp(log_after_sum / 20));
     CHECK(at_peak >= at_peak_before);
-    if (queue) {
-      CHECK(narrower >= 4);
-      CHECK(std::exp(log_before_sum / 20) >= 1.018);  // something to narrow
-      CHECK(std::exp(log_after_sum / 20) <= 1.012);
-    } else {
-      CHECK(narrower >= 6);
-      CHECK(std::exp(log_before_sum / 20) >= 1.06);
-      CHECK(std::exp(log_after_sum / 20) <= 1.055);
+    switch (step_kind) {
+      case kind::queue:
+        CHECK(narrower >= 4);
+        CHECK(std::exp(log_before_sum / 20) >= 1.018);  // something to narrow
+        CHECK(std::exp(log_after_sum / 20) <= 1.012);
+        break;
+      case kind::growing_caches:
+        CHECK(narrower >= 6);
+        CHECK(std::exp(log_before_sum / 20) >= 1.06);
+        CHECK(std::exp(log_after_sum / 20) <= 1.055);
+        break;
+      case kind::queue_among_temporaries:
+        CHECK(narrower >= 2);
+        CHECK(std::exp(log_before_sum / 20) >= 1.017);
+        CHECK(std::exp(log_after_sum / 20) <= 1.016);
+        break;
     }
   }
-}
-
-TEST_CASE("a queue among temporaries: the ring keeps the shorter-lived half off its cursor", "[step_layout]") {
-  // Note [Ring layout]: scratch blocks placed at the cursor push it past room the queue
-  // would have used next; placed at the highest place that fits, they leave the cursor to
-  // the queue. Measured on these 20 seeds (ring_layout after the skyline search), 1.0187x
-  // their peak before the ring, geometric mean: with every block at the cursor alone, no
-  // step narrower; with the shorter-lived half off it as well, 3 narrower, 1.0132x.
-  std::size_t narrower = 0;
-  double log_before_sum = 0, log_after_sum = 0;
-  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
-    INFO("seed " << seed);
-    std::size_t phases = 0;
-    const std::vector<step_block> step = queue_with_temporaries_step(seed, 300, &phases);
-    const std::size_t peak = peak_live_bytes(step, phases);
-    std::vector<step_block> blocks;
-    const std::size_t searched_span = fragless::core::skyline_layout(blocks, refined_narrowest(step, &blocks), nullptr);
-    const std::size_t span = fragless::core::ring_layout(blocks, phases, peak, searched_span, nullptr);
-    CHECK(layout_faults(blocks, phases, span) == 0);
-    CHECK(span <= searched_span);
-    CHECK(span >= peak);
-    if (span < searched_span) ++narrower;
-    log_before_sum += std::log(static_cast<double>(searched_span) / static_cast<double>(peak));
-    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
-  }
-  INFO("narrower on " << narrower << ", geometric mean " << std::exp(log_before_sum / 20) << " -> "
-       << std::exp(log_after_sum / 20));
-  CHECK(std::exp(log_before_sum / 20) >= 1.017);  // something to narrow
-  CHECK(narrower >= 2);
-  CHECK(std::exp(log_after_sum / 20) <= 1.016);
 }
