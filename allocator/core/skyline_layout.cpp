@@ -193,13 +193,16 @@ public:
       if (frames_.back().placed != kNone) undo_turn(frames_.back());
       frame& current = frames_.back();
       if (current.next == current.count) {
-        if (current.count > 1) excluded_floor_bytes_[current.choices[0]] = kNotExcluded;  // Note [Canonical turns]
+        // Note [Canonical turns]: the first choice's bar, as it was before this turn barred it.
+        if (current.count > 1 && current.barred) excluded_floor_bytes_[current.choices[0]] = current.bar_before_bytes;
         frames_.pop_back();
         continue;
       }
       if (current.next == 1) {
         // Note [Canonical turns]: the first choice, not placed on its floor now, goes higher.
         const std::size_t first = current.choices[0];
+        current.bar_before_bytes = excluded_floor_bytes_[first];
+        current.barred = true;
         excluded_floor_bytes_[first] = unplaced_floor_bytes_[position_[first]];
       }
       const std::size_t index = current.choices[current.next++];
@@ -230,6 +233,7 @@ public:
 
 private:
   static constexpr std::size_t kNone = SIZE_MAX;
+  static constexpr std::size_t kNotExcluded = SIZE_MAX;  // Note [Canonical turns]: no bar
   static constexpr std::uint64_t kNoChoice = UINT64_MAX;
   static constexpr std::size_t kCandidates = 16;  // Note [Skyline turns]
   struct frame {
@@ -238,6 +242,10 @@ private:
     std::size_t bound_bytes = 0;                  // the skyline plus unplaced live bytes, most at any phase
     std::size_t height_mark = 0, floor_mark = 0;  // the undo logs before this frame's placed block
     std::size_t placed = kNone;                   // the block this frame placed last, until undone
+    // Note [Canonical turns]: whether this turn barred its first choice, and the bar that
+    // block had before (an earlier turn's, on a lower floor), restored when the turn ends.
+    bool barred = false;
+    std::size_t bar_before_bytes = kNotExcluded;
     // Note [Skyline turns]: the candidates as the turn began, restored when it is undone.
     std::size_t candidates[kCandidates];
     std::size_t candidate_count = 0;
@@ -365,11 +373,15 @@ private:
            meets != 0; meets &= meets - 1) {
         const std::size_t position = word * 64 + static_cast<std::size_t>(std::countr_zero(meets));
         if (unplaced_floor_bytes_[position] >= top_bytes) continue;
+        // Note [Canonical turns]: a barred block whose floor rises may be chosen again -- its
+        // key falls, which the kept candidates do not allow for (Note [Skyline turns]).
+        if (excluded_floor_bytes_[unplaced_[position]] == unplaced_floor_bytes_[position]) candidates_valid_ = false;
         floor_changes_.push_back({position, unplaced_floor_bytes_[position]});
         unplaced_floor_bytes_[position] = top_bytes;
       }
     }
-    // Note [Skyline turns]: floors only rose, so the kept candidates still hold the smallest
+    // Note [Skyline turns]: floors only rose (a barred block's key falls with its floor's
+    // rise, and voided the candidates above), so the kept candidates still hold the smallest
     // keys, less the block placed.
     candidates_.erase(std::remove(candidates_.begin(), candidates_.end(), index), candidates_.end());
     return bound_bytes;
@@ -434,7 +446,6 @@ private:
     candidates_valid_ = turn.candidates_valid;
   }
 
-  static constexpr std::size_t kNotExcluded = SIZE_MAX;
   std::vector<search_block> blocks_;
   // The most the unplaced blocks hold at any phase (remaining_bytes_'s largest entry).
   phase_max_tree most_remaining_;
