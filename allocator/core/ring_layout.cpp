@@ -1,6 +1,7 @@
 // Ring layout (Note [Ring layout]): the step's blocks placed in its order, next fit in a
-// ring of fixed width, at the narrowest of a few widths above the step's peak; the layout
-// found then settled, each block down to the lowest place it fits.
+// ring of fixed width, at the narrowest of a few widths above the step's peak -- every block
+// at the ring's cursor, then the shorter-lived half off it -- each layout found settled,
+// each block down to the lowest place it fits, and the narrower kept.
 #include "core/ring_layout.hpp"
 
 #include "core/lifetime_columns.hpp"
@@ -55,8 +56,10 @@ namespace {
 // above 1.03x their peak 223 -> 194, geometric mean 1.0391x -> 1.0347x, 124 narrower
 // (with Note [Canonical turns], 2 wider there); the line at half the median lifetime 193,
 // a quarter of it 197, 1.5 times it 216; the short-lived placed lowest rather than highest,
-// 202. No many-stream step changed. Tried on steps of at most kShortLivedRingBlocks blocks,
-// with the first ring's budget: it costs a large step's layout time for nothing.
+// 202. No many-stream step changed. It is tried on steps of at most kShortLivedRingBlocks
+// blocks, and from what the first ring left of the budget: on the largest steps it cost
+// layout time for almost nothing (that pass of seed 46 below: 0.58 -> 1.7 s with the old
+// settling, for 0.06 %).
 // The ring leaves holes -- a block that did not fit before the top left the rest of the
 // width empty that lap -- so the layout it finds is then settled: each block, lowest
 // first, moved down to the lowest place that misses every block its lifetime meets, sweep
@@ -67,11 +70,10 @@ namespace {
 // than 1 %, none higher; the family's longest call (a plan waiting for its layout, Note
 // [Layout threads]) 4.1-4.3 -> 4.4-4.7 ms over seeds 1-200 (three alternated runs each).
 // Settling walks the blocks in offset order with their lifetimes as columns (Note
-// [Lifetime columns]) rather than testing every pair and sorting each block's list: a
-// whole-pass step of 11,077 blocks (corpus `rlhf-ppo` seed 46) took 0.7 s to settle once
-// before, and the second ring made that pass's layout, which is laid out on the
-// allocating thread, 0.58 -> 1.7 s; now 0.64 s. A trial also counts the sorting of each
-// block's list against its budget, not only the lifetime tests.
+// [Lifetime columns]) rather than testing every pair and sorting each block's list, with
+// the same moves: one sweep of a whole-pass step of 11,077 blocks (corpus `rlhf-ppo` seed
+// 46, laid out on the allocating thread) took 0.7 s that way. A trial also counts the
+// sorting of each block's list against its budget, not only the lifetime tests.
 constexpr std::size_t kRingWidthSteps = 256;
 constexpr std::size_t kRingPairTests = std::size_t{200} << 20;
 constexpr std::size_t kSettleSweeps = 8;
