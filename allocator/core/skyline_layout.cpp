@@ -88,9 +88,9 @@ struct search_block {
 // (phase_max_tree.hpp), O(log phases) a turn. Measured with `fragless-bench layout` (every
 // pass of 1,000 seeds of `kv-cache-eviction` and `many-streams` laid out as one step, the
 // 593 steps laid out wider than 1.01x their peak): above 1.03x their peak 223 of 383
-// serving steps instead of 226, 42 of 210 many-stream steps instead of 43; 65 narrower, 4
-// wider; layout time within the machine's noise (7-14 % more in one run, 5-9 % less in
-// another). Ten times the dives with it: 221 and 40 (without it: 225 and 43) -- a
+// serving steps instead of 226, 42 of 210 many-stream steps instead of 43; 66 narrower, 4
+// wider; layout time within the machine's noise. Ten times the dives with it (a first
+// version, whose bars a later turn could lift early): 221 and 40 (without it: 225 and 43) -- a
 // depth-first search backs up from its last turns first and does not undo an early wrong
 // one however long it runs -- so the search's budget stays as it was.
 
