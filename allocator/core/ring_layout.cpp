@@ -86,15 +86,30 @@ constexpr std::size_t kShortLivedRingBlocks = 5656;
 
 // The lowest offset at or above `from_bytes` where `size_bytes` misses every range of
 // `taken` (sorted by start).
+// The lowest gap for `size_bytes` at or above `from_bytes`, among taken ranges offered in
+// start order: each range offered pushes the gap above it where the gap cannot hold the
+// size below it; offer() is false once the gap is found (no later range can move it).
+class lowest_gap {
+public:
+  lowest_gap(std::size_t from_bytes, std::size_t size_bytes) noexcept : gap_begin_(from_bytes), size_bytes_(size_bytes) {}
+  bool offer(std::size_t taken_begin, std::size_t taken_end) noexcept {
+    if (taken_end <= gap_begin_) return true;
+    if (taken_begin >= gap_begin_ && taken_begin - gap_begin_ >= size_bytes_) return false;
+    gap_begin_ = taken_end;
+    return true;
+  }
+  std::size_t offset_bytes() const noexcept { return gap_begin_; }
+
+private:
+  std::size_t gap_begin_, size_bytes_;
+};
+
 std::size_t first_fit_from(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t from_bytes,
                            std::size_t size_bytes) {
-  std::size_t gap_begin = from_bytes;
-  for (const auto& [taken_begin, taken_end] : taken) {
-    if (taken_end <= gap_begin) continue;
-    if (taken_begin >= gap_begin && taken_begin - gap_begin >= size_bytes) break;
-    gap_begin = taken_end;
-  }
-  return gap_begin;
+  lowest_gap gap(from_bytes, size_bytes);
+  for (const auto& [taken_begin, taken_end] : taken)
+    if (!gap.offer(taken_begin, taken_end)) break;
+  return gap.offset_bytes();
 }
 
 struct ring_block {
@@ -250,22 +265,17 @@ void settle(std::vector<step_block>& blocks, std::size_t& pair_budget) {
       step_block& block = blocks[index];
       const auto begin = static_cast<std::uint32_t>(block.first_begin), end = static_cast<std::uint32_t>(block.first_end),
                  second_end = static_cast<std::uint32_t>(block.second_end);
-      // The lowest gap among the blocks it meets, in offset order (first_fit_from's walk).
-      std::size_t gap_begin = 0;
-      bool found = false;
-      for (std::size_t word = 0; word * 64 < count && !found; ++word) {
-        for (std::uint64_t bits = lifetimes.meeting_bits(word, begin, end, second_end); bits != 0; bits &= bits - 1) {
+      // The lowest gap among the blocks it meets, offered in offset order.
+      lowest_gap gap(0, block.size_bytes);
+      bool open = true;
+      for (std::size_t word = 0; word * 64 < count && open; ++word) {
+        for (std::uint64_t bits = lifetimes.meeting_bits(word, begin, end, second_end); bits != 0 && open;
+             bits &= bits - 1) {
           const std::size_t other = by_offset[word * 64 + static_cast<std::size_t>(std::countr_zero(bits))];
-          if (other == index) continue;
-          const std::size_t other_begin = blocks[other].offset_bytes, other_end = other_begin + blocks[other].size_bytes;
-          if (other_end <= gap_begin) continue;
-          if (other_begin >= gap_begin && other_begin - gap_begin >= block.size_bytes) {
-            found = true;
-            break;
-          }
-          gap_begin = other_end;
+          if (other != index) open = gap.offer(blocks[other].offset_bytes, blocks[other].offset_bytes + blocks[other].size_bytes);
         }
       }
+      const std::size_t gap_begin = gap.offset_bytes();
       if (gap_begin >= block.offset_bytes) continue;
       // Down to gap_begin: to its place in offset order, the blocks between moving up one.
       block.offset_bytes = gap_begin;

@@ -193,8 +193,9 @@ public:
       if (frames_.back().placed != kNone) undo_turn(frames_.back());
       frame& current = frames_.back();
       if (current.next == current.count) {
-        // Note [Canonical turns]: the first choice's bar, as it was before this turn barred it.
-        if (current.count > 1 && current.barred) excluded_floor_bytes_[current.choices[0]] = current.bar_before_bytes;
+        // Note [Canonical turns]: a turn of two choices barred its first on reaching its second;
+        // the bar that block had before is restored.
+        if (current.count > 1) excluded_floor_bytes_[current.choices[0]] = current.bar_before_bytes;
         frames_.pop_back();
         continue;
       }
@@ -202,7 +203,6 @@ public:
         // Note [Canonical turns]: the first choice, not placed on its floor now, goes higher.
         const std::size_t first = current.choices[0];
         current.bar_before_bytes = excluded_floor_bytes_[first];
-        current.barred = true;
         excluded_floor_bytes_[first] = unplaced_floor_bytes_[position_[first]];
       }
       const std::size_t index = current.choices[current.next++];
@@ -242,9 +242,8 @@ private:
     std::size_t bound_bytes = 0;                  // the skyline plus unplaced live bytes, most at any phase
     std::size_t height_mark = 0, floor_mark = 0;  // the undo logs before this frame's placed block
     std::size_t placed = kNone;                   // the block this frame placed last, until undone
-    // Note [Canonical turns]: whether this turn barred its first choice, and the bar that
-    // block had before (an earlier turn's, on a lower floor), restored when the turn ends.
-    bool barred = false;
+    // Note [Canonical turns]: the bar this turn's first choice had before the turn barred it
+    // (an earlier turn's, on a lower floor), restored when the turn ends.
     std::size_t bar_before_bytes = kNotExcluded;
     // Note [Skyline turns]: the candidates as the turn began, restored when it is undone.
     std::size_t candidates[kCandidates];
