@@ -3,8 +3,8 @@
 // (Note [Skyline layout]) and tried as a ring (Note [Ring layout]), the same on one thread
 // or several, never wider; on serving steps of growing caches the step-following orders
 // beat largest-first, and refining narrows them further; the skyline search narrows
-// refined random steps, often to their peak; a step run backwards meets the same blocks,
-// and growing caches lay out narrower so; the ring narrows queues and growing caches, and
+// refined random steps, often to their peak, and so do its randomized dives; a step run
+// backwards meets the same blocks, and growing caches lay out narrower so; the ring narrows queues and growing caches, and
 // a queue among temporaries once the shorter-lived half is off its cursor.
 #include <catch2/catch.hpp>
 
@@ -349,6 +349,41 @@ TEST_CASE("the skyline search narrows refined layouts, never widens them, and is
   CHECK(std::exp(log_after_sum / 60) <= std::exp(log_before_sum / 60) - 0.002);
 }
 
+TEST_CASE("skyline dives narrow refined layouts, never widen them, and are the same every time", "[step_layout]") {
+  // Note [Skyline dives]: randomized single descents by the area preference, here straight
+  // from the refined narrowest order of random steps of 60 blocks (in skyline_layout they
+  // follow the searches, where the area search narrowed). Measured on these 60 seeds:
+  // 29 refined layouts above their step's peak, 11 narrowed, 1.0114x -> 1.0086x the peak,
+  // geometric mean (the three searches: 18 narrowed, 1.0074x).
+  std::size_t above_peak = 0, narrower = 0;
+  double log_before_sum = 0, log_after_sum = 0;
+  for (std::uint32_t seed = 1; seed <= 60; ++seed) {
+    INFO("seed " << seed);
+    constexpr std::size_t kPhases = 64;
+    const std::vector<step_block> step = random_step(seed, 60, kPhases);
+    const std::size_t peak = peak_live_bytes(step, kPhases);
+    std::vector<step_block> refined;
+    const std::size_t refined_span = refined_narrowest(step, &refined);
+    std::vector<step_block> dived = refined, again = refined;
+    const std::size_t span = fragless::core::skyline_dives(dived, refined_span, nullptr);
+    CHECK(span <= refined_span);
+    CHECK(span >= peak);
+    CHECK(layout_faults(dived, kPhases, span) == 0);
+    CHECK(fragless::core::skyline_dives(again, refined_span, nullptr) == span);
+    for (std::size_t index = 0; index < step.size(); ++index) {
+      CHECK(again[index].offset_bytes == dived[index].offset_bytes);
+      if (span == refined_span) CHECK(dived[index].offset_bytes == refined[index].offset_bytes);  // kept as it was
+    }
+    if (refined_span > peak) ++above_peak;
+    if (span < refined_span) ++narrower;
+    log_before_sum += std::log(static_cast<double>(refined_span) / static_cast<double>(peak));
+    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
+  }
+  CHECK(above_peak >= 20);  // something to narrow
+  CHECK(narrower >= 8);
+  CHECK(std::exp(log_after_sum / 60) <= std::exp(log_before_sum / 60) - 0.002);
+}
+
 TEST_CASE("the skyline search stops when cancelled, and leaves a layout at the peak alone", "[step_layout]") {
   const std::vector<step_block> step = random_step(11, 60, 64);
   std::vector<step_block> blocks = step;
@@ -516,11 +551,12 @@ TEST_CASE("queues, growing caches and a queue among temporaries: the ring narrow
   // block in a hole the last frees left. Scratch blocks placed at the ring's cursor push it
   // past room the queue would have used next; placed at the highest place that fits, the
   // shorter-lived half leaves the cursor to the queue. Measured on these seeds (ring_layout
-  // after the skyline search; geometric means over their peaks): queues narrower on 7 of
-  // 20, 1.018x -> 1.009x (5, 1.013x with every block at the cursor, before the
-  // shorter-lived half went off it); growing caches narrower on 8 of 20, 1.069x -> 1.050x;
-  // a queue among temporaries narrower on 3 of 20, 1.0187x -> 1.0132x (none narrower with
-  // every block at the cursor).
+  // after the skyline search; geometric means over their peaks): queues narrower on 6 of
+  // 20, 1.017x -> 1.008x (before the search's dives, Note [Skyline dives]: 7, 1.018x ->
+  // 1.009x; 5, 1.013x with every block at the cursor, before the shorter-lived half went
+  // off it); growing caches narrower on 8 of 20, 1.069x -> 1.050x; a queue among
+  // temporaries narrower on 3 of 20, 1.0182x -> 1.0127x (none narrower with every block at
+  // the cursor).
   enum class kind { queue, growing_caches, queue_among_temporaries };
   for (const kind step_kind : {kind::queue, kind::growing_caches, kind::queue_among_temporaries}) {
     const char* name = step_kind == kind::queue            ? "queues"
@@ -554,8 +590,8 @@ TEST_CASE("queues, growing caches and a queue among temporaries: the ring narrow
     switch (step_kind) {
       case kind::queue:
         CHECK(narrower >= 4);
-        CHECK(std::exp(log_before_sum / 20) >= 1.018);  // something to narrow
-        CHECK(std::exp(log_after_sum / 20) <= 1.012);
+        CHECK(std::exp(log_before_sum / 20) >= 1.016);  // something to narrow
+        CHECK(std::exp(log_after_sum / 20) <= 1.011);
         break;
       case kind::growing_caches:
         CHECK(narrower >= 6);
