@@ -27,7 +27,7 @@ namespace {
 // skyline, so a layout under way needs at least the skyline plus the unplaced blocks' live
 // bytes at some phase: where that reaches the narrowest span known, the search backs up
 // to the latest turn and takes its second block instead (kSkylineWidth). Each search
-// takes at most kSkylineDives times the blocks' count of turns, and no more than
+// takes at most kSkylineDescents times the blocks' count of turns, and no more than
 // kSkylineBlockVisits over that count (each turn visits every unplaced block), so a step
 // above 5,656 blocks is not searched: such steps are training steps, which the orders lay
 // out within a fraction of a percent of their peak. The searches stop at the step's peak,
@@ -54,7 +54,7 @@ namespace {
 // 1.01x 899 -> 461 (`unet-resolution` 174 -> 0, `many-streams` 237 -> 92,
 // `kv-cache-eviction` 220 -> 140).
 constexpr std::size_t kSkylineWidth = 2;
-constexpr double kSkylineDives = 2;
+constexpr double kSkylineDescents = 2;
 constexpr double kSkylineBlockVisits = 3.2e7;
 
 // Note [Skyline dives]
@@ -530,7 +530,19 @@ bool searchable(const std::vector<step_block>& blocks, std::size_t span_bytes, s
 
 std::size_t search_turn_budget(const std::vector<step_block>& blocks) {
   const double count = static_cast<double>(blocks.size());
-  return static_cast<std::size_t>(std::min(kSkylineDives * count, kSkylineBlockVisits / std::max(count, 1.0)));
+  return static_cast<std::size_t>(std::min(kSkylineDescents * count, kSkylineBlockVisits / std::max(count, 1.0)));
+}
+
+// Note [Skyline dives]: up to kRandomDives seeded dives by the area preference, each from
+// the narrowest layout so far. Returns the span, 0 when cancelled.
+std::size_t run_dives(std::vector<step_block>& blocks, std::size_t span_bytes, std::size_t peak_bytes,
+                      const std::atomic<bool>* cancel) {
+  for (std::size_t dive = 1; dive <= kRandomDives && span_bytes > peak_bytes; ++dive) {
+    const std::uint64_t seed = 0x9E3779B97F4A7C15ull * dive;  // an odd number times 1-8: never 0
+    span_bytes = search_once(blocks, span_bytes, peak_bytes, skyline_preference::largest_area, blocks.size(), cancel, seed);
+    if (span_bytes == 0) return 0;
+  }
+  return span_bytes;
 }
 
 }  // namespace
@@ -548,18 +560,12 @@ std::size_t skyline_layout(std::vector<step_block>& blocks, std::size_t span_byt
     span_bytes = searched;
   }
   if (!area_narrowed) return span_bytes;
-  return skyline_dives(blocks, span_bytes, cancel);  // Note [Skyline dives]
+  return run_dives(blocks, span_bytes, peak_bytes, cancel);  // Note [Skyline dives]
 }
 
 std::size_t skyline_dives(std::vector<step_block>& blocks, std::size_t span_bytes, const std::atomic<bool>* cancel) {
   if (!searchable(blocks, span_bytes, search_turn_budget(blocks))) return span_bytes;
-  const std::size_t peak_bytes = step_peak_bytes(blocks);
-  for (std::size_t dive = 1; dive <= kRandomDives && span_bytes > peak_bytes; ++dive) {
-    const std::uint64_t seed = 0x9E3779B97F4A7C15ull * dive;  // an odd number times 1-8: never 0
-    span_bytes = search_once(blocks, span_bytes, peak_bytes, skyline_preference::largest_area, blocks.size(), cancel, seed);
-    if (span_bytes == 0) return 0;
-  }
-  return span_bytes;
+  return run_dives(blocks, span_bytes, step_peak_bytes(blocks), cancel);
 }
 
 }  // namespace fragless::core
