@@ -84,8 +84,6 @@ constexpr std::size_t kSettleSweeps = 8;
 // blocks and narrowed 3 of the 14,000 corpus passes, by at most 0.3 %.
 constexpr std::size_t kShortLivedRingBlocks = 5656;
 
-// The lowest offset at or above `from_bytes` where `size_bytes` misses every range of
-// `taken` (sorted by start).
 // The lowest gap for `size_bytes` at or above `from_bytes`, among taken ranges offered in
 // start order: each range offered pushes the gap above it where the gap cannot hold the
 // size below it; offer() is false once the gap is found (no later range can move it).
@@ -104,6 +102,8 @@ private:
   std::size_t gap_begin_, size_bytes_;
 };
 
+// The lowest offset at or above `from_bytes` where `size_bytes` misses every range of
+// `taken` (sorted by start).
 std::size_t first_fit_from(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t from_bytes,
                            std::size_t size_bytes) {
   lowest_gap gap(from_bytes, size_bytes);

@@ -548,13 +548,13 @@ std::size_t run_dives(std::vector<step_block>& blocks, std::size_t span_bytes, s
 }  // namespace
 
 std::size_t skyline_layout(std::vector<step_block>& blocks, std::size_t span_bytes, const std::atomic<bool>* cancel) {
-  if (!searchable(blocks, span_bytes, search_turn_budget(blocks))) return span_bytes;
+  const std::size_t turn_budget = search_turn_budget(blocks);
+  if (!searchable(blocks, span_bytes, turn_budget)) return span_bytes;
   const std::size_t peak_bytes = step_peak_bytes(blocks);
   bool area_narrowed = false;
   for (const skyline_preference preference : kSkylinePreferences) {
     if (span_bytes <= peak_bytes) break;
-    const std::size_t searched =
-        search_once(blocks, span_bytes, peak_bytes, preference, search_turn_budget(blocks), cancel, 0);
+    const std::size_t searched = search_once(blocks, span_bytes, peak_bytes, preference, turn_budget, cancel, 0);
     if (searched == 0) return 0;
     if (searched < span_bytes && preference == skyline_preference::largest_area) area_narrowed = true;
     span_bytes = searched;
