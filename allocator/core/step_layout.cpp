@@ -7,6 +7,7 @@
 // stream_affinity.cpp).
 #include "core/step_layout.hpp"
 
+#include "core/layout_repair.hpp"
 #include "core/lifetime_columns.hpp"
 #include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
@@ -265,6 +266,10 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phase
       for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = reversed[index].offset_bytes;
       span = reversed_span;
     }
+  }
+  if (span > peak_bytes) {
+    span = repair_layout(blocks, span, peak_bytes, cancel);  // Note [Layout repair]
+    if (span == 0) return 0;                                  // cancelled
   }
   settle_stream_affinity(blocks, phases, span, cancel);  // Note [Stream affinity]
   if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;

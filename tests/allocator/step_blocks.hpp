@@ -1,10 +1,14 @@
-// Helpers for tests of step layouts (step_layout_test, stream_affinity_test): blocks of a
-// step made from phases, and the check every layout must pass.
+// Helpers for tests of step layouts (step_layout_test, layout_repair_test,
+// stream_affinity_test): blocks of a step made from phases, random and serving steps, and
+// the check every layout must pass.
 // Invariant: live_at and layout_faults follow the lifetimes' definition in
 // core/step_layout.hpp (phase by phase, independent of lifetimes_meet).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include "core/step_layout.hpp"
@@ -44,6 +48,71 @@ inline std::size_t layout_faults(const std::vector<core::step_block>& blocks, st
     }
   }
   return found;
+}
+
+// The most bytes live at once, phase by phase.
+inline std::size_t peak_live_bytes(const std::vector<core::step_block>& blocks, std::size_t phases) {
+  std::size_t peak = 0;
+  for (std::size_t phase = 0; phase < phases; ++phase) {
+    std::size_t live = 0;
+    for (const core::step_block& block : blocks) live += live_at(block, phase) ? block.size_bytes : 0;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+// Random lifetimes over a step of `phases`, a fifth of them wrapping past its end.
+inline std::vector<core::step_block> random_step(std::uint32_t seed, std::size_t count, std::size_t phases) {
+  std::mt19937 random(seed);
+  std::vector<core::step_block> blocks;
+  for (std::size_t index = 0; index < count; ++index) {
+    const std::size_t size_bytes = std::size_t{512} << (random() % 16);
+    const std::size_t begin = random() % phases;
+    const std::size_t length = 1 + random() % (phases - 1);
+    std::size_t end = begin + length;
+    if (end >= phases) end = random() % 5 == 0 ? end - phases : phases - 1;
+    if (end == begin) end = begin + 1;
+    blocks.push_back(make_block(index, size_bytes, begin, end, phases, seed % phases));
+  }
+  return blocks;
+}
+
+// A serving step: `caches` KV caches grow the eager way -- each decode iteration makes
+// every cache `growth` units longer (the new block made, then the old one freed) beside a
+// small scratch block -- and leave at the step's end. Phases count allocations and frees.
+inline std::vector<core::step_block> growing_caches_step(std::uint32_t seed, std::size_t caches, std::size_t iterations,
+                                            std::size_t* phases_out) {
+  std::mt19937 random(seed);
+  constexpr std::size_t kUnitBytes = 64 * 1024;
+  struct lifetime {
+    std::size_t size_bytes, begin, end;
+  };
+  std::vector<lifetime> lifetimes;
+  std::size_t phase = 0;
+  std::vector<std::size_t> lengths, current;
+  for (std::size_t cache = 0; cache < caches; ++cache) {
+    lengths.push_back(1 + random() % 64);
+    current.push_back(lifetimes.size());
+    lifetimes.push_back({lengths.back() * kUnitBytes, phase++, 0});
+  }
+  const std::size_t growth = 1 + random() % 8;
+  for (std::size_t iteration = 0; iteration < iterations; ++iteration) {
+    const std::size_t scratch = lifetimes.size();
+    lifetimes.push_back({kUnitBytes, phase++, 0});
+    for (std::size_t cache = 0; cache < caches; ++cache) {
+      lengths[cache] += growth;
+      lifetimes.push_back({lengths[cache] * kUnitBytes, phase++, 0});
+      lifetimes[current[cache]].end = phase++;
+      current[cache] = lifetimes.size() - 1;
+    }
+    lifetimes[scratch].end = phase++;
+  }
+  for (std::size_t index : current) lifetimes[index].end = phase++;
+  std::vector<core::step_block> blocks;
+  for (std::size_t index = 0; index < lifetimes.size(); ++index)
+    blocks.push_back(make_block(index, lifetimes[index].size_bytes, lifetimes[index].begin, lifetimes[index].end, phase, 0));
+  *phases_out = phase;
+  return blocks;
 }
 
 }  // namespace fragless::testing

@@ -1,0 +1,28 @@
+// Layout repair: the last search of a step's layout (Note [Layout repair] in
+// layout_repair.cpp). Where every earlier stage (step_layout.hpp) leaves a step wider than
+// its peak, it takes a few blocks out around one that ends high, puts them back one by one
+// in the tightest gap their neighbours in time leave, and keeps the result only where the
+// layout got no wider and no more of it lies above the peak.
+// Invariant: the blocks' offsets change only to a layout that overlaps no two blocks whose
+// lifetimes meet and spans no more than the span given; the same blocks give the same
+// layout.
+// Plain C++, no device calls, no shared state: the caller owns the blocks.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <vector>
+
+#include "core/step_layout.hpp"
+
+namespace fragless::core {
+
+// Repairs the layout `blocks` hold, of span `span_bytes`, towards the step's peak
+// `peak_bytes`; sets the blocks' offsets to the narrowest layout found and returns its span
+// (`span_bytes` where none is narrower, 0 when `cancel` is set). A step of fewer than
+// kLayoutThreadBlocks blocks, laid out on the allocating thread, gets less work (Note
+// [Layout threads]). Throws only std::bad_alloc.
+std::size_t repair_layout(std::vector<step_block>& blocks, std::size_t span_bytes, std::size_t peak_bytes,
+                          const std::atomic<bool>* cancel);
+
+}  // namespace fragless::core
