@@ -46,7 +46,7 @@ namespace fragless::core {
 // least kRepairLeastVisits and at most kRepairVisits (20-40 ns each on a 2-core machine:
 // up to about 5 ms for a step laid out on the allocating thread, Note [Layout threads],
 // and about 0.3 s on a layout thread). Deterministic: a generator with a fixed seed.
-// Measured: docs/compaction.md "Repair where the search stops".
+// Measured: docs/compaction.md, "Kept, next: repair where the search stops".
 namespace {
 
 constexpr std::size_t kRepairMaxBlocks = 4096;

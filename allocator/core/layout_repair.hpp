@@ -1,8 +1,8 @@
-// Layout repair: the last search of a step's layout (Note [Layout repair] in
+// Layout repair: the last stage of a step's layout (Note [Layout repair] in
 // layout_repair.cpp). Where every earlier stage (step_layout.hpp) leaves a step wider than
-// its peak, it takes a few blocks out around one that ends high, puts them back one by one
-// in the tightest gap their neighbours in time leave, and keeps the result only where the
-// layout got no wider and no more of it lies above the peak.
+// its peak, the blocks that end above a target a little under the span are pushed back in
+// under it, evicting others into the gaps they find, the blocks that keep failing made
+// heavier; when none is left out, the target is lowered.
 // Invariant: the blocks' offsets change only to a layout that overlaps no two blocks whose
 // lifetimes meet and spans no more than the span given; the same blocks give the same
 // layout.

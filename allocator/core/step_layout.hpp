@@ -5,12 +5,13 @@
 // [Layout refinement]) and, where it is still wider than the step's peak, searching once
 // more (Note [Skyline layout], skyline_layout.hpp), laying it out as a ring (Note [Ring
 // layout], ring_layout.hpp) and then doing it all on the step run backwards (Note [Time
-// reversal]); last, within the span found, moving blocks to places their own stream left
-// (Note [Stream affinity], stream_affinity.hpp).
+// reversal]); where the narrower is still above the peak, repairing it (Note [Layout
+// repair], layout_repair.hpp); last, within the span found, moving blocks to places their
+// own stream left (Note [Stream affinity], stream_affinity.hpp).
 // Invariant: a layout returned places each block at or above offset 0, ends at the span it
 // returns, and overlaps no block whose lifetime meets its own; the same blocks give the
-// same layout, on one thread or several; refining, the search, the ring and stream
-// affinity never widen a layout.
+// same layout, on one thread or several; refining, the search, the ring, the repair and
+// stream affinity never widen a layout.
 // Plain C++, no device calls, no shared state: the caller owns the blocks.
 #pragma once
 
@@ -121,7 +122,8 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 // where no thread can be had) -- keeps the narrowest layout, refines it (refine_layout),
 // searches on from it (skyline_layout) and tries a ring (ring_layout); where that stays
 // above the step's peak, does it all again on the step run backwards (time_reversed) and
-// keeps the narrower, in `blocks`; then, within that span, moves blocks towards places of
+// keeps the narrower, in `blocks`, repairing it where it is still above the peak
+// (repair_layout); then, within that span, moves blocks towards places of
 // their own stream (settle_stream_affinity, Note [Stream affinity]). Returns the span (0
 // when cancelled). Throws only std::bad_alloc.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
