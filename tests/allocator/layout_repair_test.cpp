@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -16,48 +15,25 @@ using fragless::core::layout_order;
 using fragless::core::repair_layout;
 using fragless::core::step_block;
 using fragless::testing::growing_caches_step;
-using fragless::testing::layout_faults;
 using fragless::testing::peak_live_bytes;
 using fragless::testing::random_step;
 
 namespace {
 
-// How the repair did from one greedy order's layout of each step: steps above their peak
-// before it, narrowed, narrowed to the peak, and the geometric means over the peaks before
-// and after. Checks that it never widens a layout, lays out validly, at or above the peak,
-// the same when run again, and leaves a layout it cannot narrow as it was.
-struct repaired_steps {
-  std::size_t above_peak = 0, narrower = 0, reached_peak = 0;
-  double before = 0, after = 0;
-};
-
-repaired_steps repair_each(const std::vector<std::vector<step_block>>& steps, const std::vector<std::size_t>& phases,
-                           layout_order order) {
-  repaired_steps result;
-  double log_before_sum = 0, log_after_sum = 0;
+// Repairs each step from one greedy order's layout (searched_steps::add checks each).
+fragless::testing::searched_steps repair_each(const std::vector<std::vector<step_block>>& steps,
+                                              const std::vector<std::size_t>& phases, layout_order order) {
+  fragless::testing::searched_steps result;
   for (std::size_t at = 0; at < steps.size(); ++at) {
     INFO("step " << at);
     const std::size_t peak = peak_live_bytes(steps[at], phases[at]);
     std::vector<step_block> greedy = steps[at];
     const std::size_t greedy_span = fragless::core::lay_out(greedy, order, nullptr);
-    std::vector<step_block> repaired = greedy, again = greedy;
-    const std::size_t span = repair_layout(repaired, greedy_span, peak, nullptr);
-    CHECK(span <= greedy_span);
-    CHECK(span >= peak);
-    CHECK(layout_faults(repaired, phases[at], span) == 0);
-    CHECK(repair_layout(again, greedy_span, peak, nullptr) == span);
-    for (std::size_t index = 0; index < greedy.size(); ++index) {
-      CHECK(again[index].offset_bytes == repaired[index].offset_bytes);
-      if (span == greedy_span) CHECK(repaired[index].offset_bytes == greedy[index].offset_bytes);  // kept as it was
-    }
-    if (greedy_span > peak) ++result.above_peak;
-    if (span < greedy_span) ++result.narrower;
-    if (greedy_span > peak && span == peak) ++result.reached_peak;
-    log_before_sum += std::log(static_cast<double>(greedy_span) / static_cast<double>(peak));
-    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
+    const auto repair = [peak](std::vector<step_block>& blocks, std::size_t span, const std::atomic<bool>* cancel) {
+      return repair_layout(blocks, span, peak, cancel);
+    };
+    result.add(repair, greedy, greedy_span, peak, phases[at]);
   }
-  result.before = std::exp(log_before_sum / static_cast<double>(steps.size()));
-  result.after = std::exp(log_after_sum / static_cast<double>(steps.size()));
   return result;
 }
 
@@ -75,11 +51,11 @@ TEST_CASE("layout repair narrows greedy layouts of random steps, never widens th
     steps.push_back(random_step(seed, 60, 64));
     phases.push_back(64);
   }
-  const repaired_steps result = repair_each(steps, phases, layout_order::size_then_lifetime);
+  const fragless::testing::searched_steps result = repair_each(steps, phases, layout_order::size_then_lifetime);
   CHECK(result.above_peak >= 30);  // something to repair
   CHECK(result.narrower >= 8);
   CHECK(result.reached_peak >= 3);
-  CHECK(result.after <= result.before - 0.005);
+  CHECK(result.after() <= result.before() - 0.005);
 }
 
 TEST_CASE("layout repair narrows serving steps of growing caches laid out in the step's order", "[layout_repair]") {
@@ -93,10 +69,10 @@ TEST_CASE("layout repair narrows serving steps of growing caches laid out in the
     steps.push_back(growing_caches_step(seed, 2 + seed % 6, 12, &step_phases));
     phases.push_back(step_phases);
   }
-  const repaired_steps result = repair_each(steps, phases, layout_order::step);
+  const fragless::testing::searched_steps result = repair_each(steps, phases, layout_order::step);
   CHECK(result.above_peak >= 18);
   CHECK(result.narrower >= 16);
-  CHECK(result.after <= 1.08);
+  CHECK(result.after() <= 1.08);
 }
 
 TEST_CASE("layout repair stops when cancelled, and leaves a layout at the peak alone", "[layout_repair]") {

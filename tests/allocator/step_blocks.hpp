@@ -1,11 +1,14 @@
 // Helpers for tests of step layouts (step_layout_test, layout_repair_test,
-// stream_affinity_test): blocks of a step made from phases, random and serving steps, and
-// the check every layout must pass.
+// stream_affinity_test): blocks of a step made from phases, random and serving steps, the
+// check every layout must pass, and the checks and tally of a search over layouts.
 // Invariant: live_at and layout_faults follow the lifetimes' definition in
 // core/step_layout.hpp (phase by phase, independent of lifetimes_meet).
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -114,5 +117,40 @@ inline std::vector<core::step_block> growing_caches_step(std::uint32_t seed, std
   *phases_out = phase;
   return blocks;
 }
+
+// What a search of layouts (blocks, span, cancel -> span) did over several steps, each from
+// a layout given: steps above their peak before it, narrowed, narrowed to the peak, and the
+// geometric means over the peaks before and after.
+struct searched_steps {
+  std::size_t steps = 0, above_peak = 0, narrower = 0, reached_peak = 0;
+  double log_before_sum = 0, log_after_sum = 0;
+
+  // Runs `search` from `start`, a layout of span `start_span` of a step of `phases` phases
+  // and peak `peak`, and checks that it narrows or keeps the layout, lays out validly, at
+  // or above the peak, the same when run again, and leaves a layout it does not narrow as
+  // it was; counts the result.
+  template <typename Search>
+  void add(Search search, const std::vector<core::step_block>& start, std::size_t start_span, std::size_t peak,
+           std::size_t phases) {
+    std::vector<core::step_block> searched = start, again = start;
+    const std::size_t span = search(searched, start_span, nullptr);
+    CHECK(span <= start_span);
+    CHECK(span >= peak);
+    CHECK(layout_faults(searched, phases, span) == 0);
+    CHECK(search(again, start_span, nullptr) == span);
+    for (std::size_t index = 0; index < start.size(); ++index) {
+      CHECK(again[index].offset_bytes == searched[index].offset_bytes);
+      if (span == start_span) CHECK(searched[index].offset_bytes == start[index].offset_bytes);  // kept as it was
+    }
+    ++steps;
+    if (start_span > peak) ++above_peak;
+    if (span < start_span) ++narrower;
+    if (start_span > peak && span == peak) ++reached_peak;
+    log_before_sum += std::log(static_cast<double>(start_span) / static_cast<double>(peak));
+    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
+  }
+  double before() const { return std::exp(log_before_sum / static_cast<double>(steps)); }
+  double after() const { return std::exp(log_after_sum / static_cast<double>(steps)); }
+};
 
 }  // namespace fragless::testing

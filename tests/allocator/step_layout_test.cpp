@@ -258,45 +258,19 @@ TEST_CASE("serving steps of growing caches: the step's orders beat largest-first
 
 namespace {
 
-// How a search did on random steps of 60 blocks (seeds 1-60), from the refined narrowest
-// order: steps above their peak before it, narrowed, narrowed to the peak, and the
-// geometric means over the peaks before and after.
-struct random_steps_searched {
-  std::size_t above_peak = 0, narrower = 0, reached_peak = 0;
-  double before = 0, after = 0;
-};
-
-// Runs `search` (blocks, span, cancel -> span) on each step and checks that it narrows or
-// keeps the layout, lays out validly, at or above the peak, and the same when run again.
+// Runs `search` on random steps of 60 blocks (seeds 1-60), each from the refined narrowest
+// order's layout (searched_steps::add checks each).
 template <typename Search>
-random_steps_searched search_random_steps(Search search) {
-  random_steps_searched result;
-  double log_before_sum = 0, log_after_sum = 0;
+fragless::testing::searched_steps search_random_steps(Search search) {
+  fragless::testing::searched_steps result;
   for (std::uint32_t seed = 1; seed <= 60; ++seed) {
     INFO("seed " << seed);
     constexpr std::size_t kPhases = 64;
     const std::vector<step_block> step = random_step(seed, 60, kPhases);
-    const std::size_t peak = peak_live_bytes(step, kPhases);
     std::vector<step_block> refined;
     const std::size_t refined_span = refined_narrowest(step, &refined);
-    std::vector<step_block> searched = refined, again = refined;
-    const std::size_t span = search(searched, refined_span, nullptr);
-    CHECK(span <= refined_span);
-    CHECK(span >= peak);
-    CHECK(layout_faults(searched, kPhases, span) == 0);
-    CHECK(search(again, refined_span, nullptr) == span);
-    for (std::size_t index = 0; index < step.size(); ++index) {
-      CHECK(again[index].offset_bytes == searched[index].offset_bytes);
-      if (span == refined_span) CHECK(searched[index].offset_bytes == refined[index].offset_bytes);  // kept as it was
-    }
-    if (refined_span > peak) ++result.above_peak;
-    if (span < refined_span) ++result.narrower;
-    if (refined_span > peak && span == peak) ++result.reached_peak;
-    log_before_sum += std::log(static_cast<double>(refined_span) / static_cast<double>(peak));
-    log_after_sum += std::log(static_cast<double>(span) / static_cast<double>(peak));
+    result.add(search, refined, refined_span, peak_live_bytes(step, kPhases), kPhases);
   }
-  result.before = std::exp(log_before_sum / 60);
-  result.after = std::exp(log_after_sum / 60);
   return result;
 }
 
@@ -307,11 +281,11 @@ TEST_CASE("the skyline search narrows refined layouts, never widens them, and is
   // Measured on these 60 seeds: 29 refined layouts above their step's peak, 18 narrowed,
   // 12 of them to the peak; 1.0114x -> 1.0074x the peak, geometric mean (the longest-lived
   // preference alone: 14 narrowed, 10 to the peak, 1.0081x).
-  const random_steps_searched result = search_random_steps(fragless::core::skyline_layout);
+  const fragless::testing::searched_steps result = search_random_steps(fragless::core::skyline_layout);
   CHECK(result.above_peak >= 20);  // something to search
   CHECK(result.narrower >= 15);
   CHECK(result.reached_peak >= 10);
-  CHECK(result.after <= result.before - 0.002);
+  CHECK(result.after() <= result.before() - 0.002);
 }
 
 TEST_CASE("skyline dives narrow refined layouts, never widen them, and are the same every time", "[step_layout]") {
@@ -320,10 +294,10 @@ TEST_CASE("skyline dives narrow refined layouts, never widen them, and are the s
   // area search narrowed). Measured on these 60 seeds: 29 refined layouts above their
   // step's peak, 11 narrowed, 1.0114x -> 1.0086x the peak, geometric mean (the three
   // searches: 18 narrowed, 1.0074x).
-  const random_steps_searched result = search_random_steps(fragless::core::skyline_dives);
+  const fragless::testing::searched_steps result = search_random_steps(fragless::core::skyline_dives);
   CHECK(result.above_peak >= 20);  // something to narrow
   CHECK(result.narrower >= 8);
-  CHECK(result.after <= result.before - 0.002);
+  CHECK(result.after() <= result.before() - 0.002);
 }
 
 TEST_CASE("the skyline search stops when cancelled, and leaves a layout at the peak alone", "[step_layout]") {
