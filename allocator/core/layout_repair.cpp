@@ -70,7 +70,8 @@ struct xorshift64 {
 };
 
 // The step's conflict graph: for each block, the other blocks its lifetime meets, as
-// compressed rows. Empty where it would hold more than kRepairMaxMeetings entries.
+// compressed rows. build() gives up (false) past kRepairMaxMeetings entries: a step that
+// dense is not repaired.
 struct meeting_rows {
   std::vector<std::uint32_t> row_begin, others;
   bool build(const std::vector<step_block>& blocks) {
