@@ -3,7 +3,11 @@
 // get in (Note [Layout repair]).
 #include "core/layout_repair.hpp"
 
+#include "core/lifetime_columns.hpp"
+
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <utility>
 
@@ -76,17 +80,25 @@ struct meeting_rows {
   std::vector<std::uint32_t> row_begin, others;
   bool build(const std::vector<step_block>& blocks) {
     const std::size_t count = blocks.size();
+    const auto lifetime = [&](std::size_t index) {
+      return std::array<std::uint32_t, 3>{static_cast<std::uint32_t>(blocks[index].first_begin),
+                                          static_cast<std::uint32_t>(blocks[index].first_end),
+                                          static_cast<std::uint32_t>(blocks[index].second_end)};
+    };
+    lifetime_columns lifetimes(count);  // Note [Lifetime columns]: 64 tests at a time
+    for (std::size_t index = 0; index < count; ++index) {
+      const auto [begin, end, second_end] = lifetime(index);
+      lifetimes.push_back(begin, end, second_end);
+    }
     row_begin.assign(count + 1, 0);
     for (std::size_t a = 0; a < count; ++a) {
       row_begin[a] = static_cast<std::uint32_t>(others.size());
-      const step_block& x = blocks[a];
-      for (std::size_t b = 0; b < count; ++b) {
-        const step_block& y = blocks[b];
-        if (a != b && lifetimes_meet(static_cast<std::uint32_t>(x.first_begin), static_cast<std::uint32_t>(x.first_end),
-                                     static_cast<std::uint32_t>(x.second_end), static_cast<std::uint32_t>(y.first_begin),
-                                     static_cast<std::uint32_t>(y.first_end), static_cast<std::uint32_t>(y.second_end)))
-          others.push_back(static_cast<std::uint32_t>(b));
-      }
+      const auto [begin, end, second_end] = lifetime(a);
+      for (std::size_t word = 0; word * 64 < count; ++word)
+        for (std::uint64_t bits = lifetimes.meeting_bits(word, begin, end, second_end); bits != 0; bits &= bits - 1) {
+          const std::size_t b = word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+          if (b != a) others.push_back(static_cast<std::uint32_t>(b));
+        }
       if (others.size() > kRepairMaxMeetings) return false;
     }
     row_begin[count] = static_cast<std::uint32_t>(others.size());

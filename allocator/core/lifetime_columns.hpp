@@ -3,7 +3,7 @@
 // without a branch per block (Note [Lifetime columns]). The greedy layout (step_layout.cpp)
 // finds with it the placed blocks a new block meets, the skyline search (skyline_layout.cpp)
 // the unplaced blocks a placed one meets, the ring's settling (ring_layout.cpp) the blocks
-// one it moves down meets.
+// one it moves down meets, the layout repair (layout_repair.cpp) every block's neighbours.
 // Invariant: entries [0, size()) are the lifetimes inserted, in insertion positions; the
 // arrays hold capacity() + kLanes entries, so a group of kLanes read from any entry below
 // size() stays inside them; meeting_bits(...) sets bit j exactly when entry 64 w + j is
