@@ -79,6 +79,19 @@ bool page_map::chunk_free(std::size_t head) const noexcept {
   return cached_free_.count_in(head, head + count) == count;
 }
 
+std::size_t page_map::pinned_free_pages() const noexcept {
+  const std::size_t end = pages_.size();
+  std::size_t pinned = 0;
+  for (std::size_t page = cached_free_.first_member(0, end); page < end;) {
+    const std::size_t head = chunk_head(page);
+    const std::size_t chunk_end = head + pages_[head].chunk_pages;
+    const std::size_t free_pages = cached_free_.count_in(head, chunk_end);
+    if (free_pages != chunk_end - head) pinned += free_pages;
+    page = cached_free_.first_member(chunk_end, end);
+  }
+  return pinned;
+}
+
 // Note [Whole pages]
 // A page a block covers whole is touched by no other block: add_live finds it with no
 // live bytes (a cached free page) and leaves it full; remove_live empties it. So a block's

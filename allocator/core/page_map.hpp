@@ -70,6 +70,10 @@ class page_map {
   std::size_t chunk_pages(std::size_t head) const noexcept { return pages_[head].chunk_pages; }
   // No page of the chunk at `head` has live bytes.
   bool chunk_free(std::size_t head) const noexcept;
+  // Cached free pages in chunks that still have a live page: pages that can be neither
+  // moved nor released (Note [Pinned pages] in vmm_pool_growth.cpp). One pass over the
+  // cached free pages, a chunk at a time.
+  std::size_t pinned_free_pages() const noexcept;
 
   // Counts [address, address + size_bytes) as live on every page it touches.
   // Precondition: those pages are mapped.

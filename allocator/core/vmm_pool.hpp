@@ -156,6 +156,9 @@ class vmm_pool final : public large_pool {
   // Note [Physical chunks]: the most pages a created chunk backing a run of `run_pages`
   // may have now.
   std::size_t chunk_cap_pages(std::size_t run_pages) const noexcept;
+  // Note [Pinned pages]: the most pages a created chunk may have under the pinned-page
+  // budget (SIZE_MAX: no budget).
+  std::size_t pinned_budget_cap_pages() const noexcept;
   // Note [First growth]: whether its rules apply now -- chunks on, the option at least a
   // page, and no block of the pool freed yet.
   bool first_growth() const noexcept;
@@ -315,6 +318,12 @@ class vmm_pool final : public large_pool {
   std::int64_t pages_moved_ = 0;
   // Note [First growth]: a block of this pool has been freed (chunks are capped from then on).
   bool freed_a_block_ = false;
+  // Note [Pinned pages]: page_map::pinned_free_pages(), counted at most once per
+  // map_missing_pages call (kPinnedUncounted: not yet in this call), which alone sets
+  // in_map_missing_pages_.
+  static constexpr std::size_t kPinnedUncounted = SIZE_MAX;
+  mutable std::size_t pinned_free_pages_in_call_ = kPinnedUncounted;
+  bool in_map_missing_pages_ = false;
   // Note [Loop plans], Note [Move budget], Note [Waits as churn]: what the plan finder
   // sees as churn (moves back where a chunk lay dormant too: Note [Dormant mappings]).
   loop_churn churn() const noexcept {

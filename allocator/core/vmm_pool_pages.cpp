@@ -194,10 +194,13 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
 //    the larger of physical_chunk_fraction of reserved memory at that moment and
 //    physical_chunk_run_fraction of the run (at least one page, or physical_chunk_min_bytes
 //    when that is larger, or, until the pool first frees a block, the 20 MiB of Note
-//    [First growth]); whether a run is created or moved is decided once for the run
+//    [First growth]; and, under a budget for the free pages chunks pin, no larger than one
+//    page more than that budget has left: Note [Pinned pages]); whether a run is created
+//    or moved is decided once for the run
 //    (Note [Page moves]) -- so a small program keeps page granularity and a large one gets
 //    large chunks, the geometric growth of PyTorch's segment sizes, and a block large next
-//    to reserved memory takes at most 1/physical_chunk_run_fraction chunks (32; the share
+//    to reserved memory takes at most 1/physical_chunk_run_fraction chunks (32, or 64
+//    under the pinned-page budget; the share
 //    is of the whole run, not of what its earlier chunks left of it): without
 //    that share of the run, a program growing from nothing cut its first blocks into
 //    hundreds of chunks, reserved memory being small then (growing to N pages took about
@@ -216,8 +219,9 @@ backend::status vmm_pool::place_block(std::uintptr_t address, std::size_t size_b
 // creating never adds free memory. Its pages later stay mapped as long as one of them has
 // live bytes: the free pages held that way in one chunk are fewer than the larger of
 // physical_chunk_fraction x the reserved memory when it was made and
-// physical_chunk_run_fraction x the block that made it, and compaction releases a chunk as
-// soon as all its pages are free and idle.
+// physical_chunk_run_fraction x the block that made it; all chunks together pin what they
+// pin, but new chunks shrink while they pin more than the budget of Note [Pinned pages];
+// and compaction releases a chunk as soon as all its pages are free and idle.
 // The fraction is 1/256 by default: on the shared traces it makes 3.2x fewer device calls
 // than one page per allocation for 1.0058x the ideal instead of 1.0047x (geometric
 // means), the pinned free pages costing most on pangu_13B.csv (1.012x -> 1.032x);
@@ -226,6 +230,15 @@ backend::status vmm_pool::map_missing_pages(std::uintptr_t address, std::size_t 
                                               bool move_first) noexcept {
   const std::size_t first = pages_.first_page(address);
   const std::size_t end = pages_.end_page(address, size_bytes);
+  // Note [Pinned pages]: the pinned free pages are counted at most once for this block.
+  struct pinned_count_scope {
+    vmm_pool* pool;
+    explicit pinned_count_scope(vmm_pool* owner) noexcept : pool(owner) { pool->in_map_missing_pages_ = true; }
+    ~pinned_count_scope() {
+      pool->in_map_missing_pages_ = false;
+      pool->pinned_free_pages_in_call_ = kPinnedUncounted;
+    }
+  } pinned_scope(this);
   std::size_t run_begin = first;  // the whole run the next chunk is part of
   std::size_t run_whole_end = first;
   inaccessible_run inaccessible{first, first};  // mapped by this call, access not yet granted
@@ -388,6 +401,9 @@ backend::status vmm_pool::take_chunk(std::size_t at, std::size_t run_pages, std:
     // moves of a loop whose refused layout the budget has paid for (Note [Refused layouts]).
     if (!move_first && !layout_move)
       pages_moved_ += static_cast<std::int64_t>(std::min(*chunk_pages, run_pages));
+    // Note [Pinned pages]: a surplus lands as free pages of a chunk its block makes live.
+    if (pinned_free_pages_in_call_ != kPinnedUncounted && *chunk_pages > run_pages)
+      pinned_free_pages_in_call_ += *chunk_pages - run_pages;
     return backend::status::ok;
   }
   if (create_first) return created;  // no second create after a refusal

@@ -166,6 +166,7 @@ TEST_CASE("physical chunks: a run of missing pages is one create and one map", "
     core::cache_settings settings;
     settings.conf.physical_chunk_fraction = fraction;
     settings.conf.physical_chunk_first_growth_bytes = 0;  // the fractions alone (its own test below)
+    settings.conf.physical_chunk_pinned_fraction = 0;     // no pinned-page budget (its own test below)
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     std::vector<void*> blocks;
@@ -192,11 +193,12 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
   // A program growing from nothing: its first block is all of reserved memory, so the
   // reserved fraction alone cut it into hundreds of one-page chunks. The run's share
   // (physical_chunk_run_fraction) backs the run with at most 1/that chunks.
-  auto first_block = [](double run_fraction) {
+  auto first_block = [](double run_fraction, double pinned_fraction) {
     reset_simcuda();
     core::cache_settings settings;  // physical_chunk_fraction 1/256, the default
     settings.conf.physical_chunk_run_fraction = run_fraction;
     settings.conf.physical_chunk_first_growth_bytes = 0;  // the fractions alone (its own test below)
+    settings.conf.physical_chunk_pinned_fraction = pinned_fraction;
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
     // 256 pages, page-aligned; below dedicated_mapping_threshold_bytes, so in the shared range.
@@ -207,8 +209,8 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
     instance->deallocate(block);
     return stats;
   };
-  const device_stats reserved_only = first_block(0.0);
-  const device_stats run_share = first_block(1.0 / 32);
+  const device_stats reserved_only = first_block(0.0, 0.0);
+  const device_stats run_share = first_block(1.0 / 32, 0.0);
   INFO("creates: reserved fraction alone " << reserved_only.num_device_alloc << ", with the run's share "
                                            << run_share.num_device_alloc);
   CHECK(run_share.reserved_bytes[pool_all].peak == reserved_only.reserved_bytes[pool_all].peak);
@@ -218,6 +220,11 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
   // Reserved memory stays below 512 MiB, where 1/256 of it is less than a page: one page
   // at a time.
   CHECK(reserved_only.num_device_alloc == 256);
+  // Note [Pinned pages]: the budget (1/100 of reserved memory, under 3 pages here) never
+  // cuts a chunk below half the run's share: chunks of 256 / 64 = 4 pages.
+  const device_stats budgeted = first_block(1.0 / 32, 0.01);
+  CHECK(budgeted.reserved_bytes[pool_all].peak == reserved_only.reserved_bytes[pool_all].peak);
+  CHECK(budgeted.num_device_alloc == 64);
 }
 
 TEST_CASE("physical chunks: until the first free a run takes chunks of the first-growth size", "[chunks]") {
@@ -229,6 +236,7 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
     reset_simcuda();
     core::cache_settings settings;  // physical_chunk_fraction 1/256, run share 1/32
     settings.conf.physical_chunk_first_growth_bytes = first_growth_bytes;
+    settings.conf.physical_chunk_pinned_fraction = 0;  // no pinned-page budget (its own test below)
     settings.exact_start_allocations = 0;
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
@@ -299,6 +307,7 @@ TEST_CASE("physical chunks: until the first free a short run takes its edge page
     // the first free and after it: only where the edge pages go differs.
     settings.conf.physical_chunk_fraction = 1.0 / 16;
     settings.conf.physical_chunk_first_growth_bytes = first_growth_bytes;
+    settings.conf.physical_chunk_pinned_fraction = 0;  // no pinned-page budget (its own test below)
     settings.exact_start_allocations = 0;
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
