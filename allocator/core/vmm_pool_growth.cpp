@@ -205,8 +205,8 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
 // 72 of the 152 seeds instead of 97. A moved chunk's surplus obeys the same cap (it lands
 // free beside a live block, room_pages_at).
 // The count (page_map::pinned_free_pages) is one pass over the cached free pages, a chunk
-// at a time, made when a block first needs a chunk larger than a page and kept for the
-// rest of that block's mapping (creating and moving add no free page to a partly live
+// at a time, made the first time the caps would let one of a block's chunks be larger than
+// a page, and kept for the rest of that block's mapping (creating and moving add no free page to a partly live
 // chunk then, save a moved chunk's surplus, which is added): counted for every chunk, it
 // cost 8 % of host time per operation on the corpus. Outside a block's mapping the
 // budget is not applied: a stitch takes its pages one at a time anyway.
