@@ -90,14 +90,6 @@ std::size_t largest_chunk_bytes(const device_stats& stats) {
                    defaults.conf.physical_chunk_first_growth_bytes / kPage * kPage});
 }
 
-// The sizes of the chunks under a block, in address order.
-std::vector<std::size_t> piece_bytes(core::device_cache& cache, void* block, std::size_t bytes) {
-  std::vector<std::size_t> pieces;
-  for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(block), bytes))
-    pieces.push_back(piece.bytes);
-  return pieces;
-}
-
 }  // namespace
 
 TEST_CASE("physical chunks: partition, bound, data intact, whole release", "[chunks]") {
@@ -248,12 +240,12 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
     }
     void* small = instance->allocate(2 * kMiB, 0, nullptr);
     const device_stats grown = cache.stats();
-    const std::vector<std::size_t> last_piece_bytes = piece_bytes(cache, blocks.back(), 32 * kMiB);
+    const std::vector<std::size_t> last_piece_bytes = chunk_bytes_under(cache, blocks.back(), 32 * kMiB);
     // The first free, then a block that lacks pages again.
     instance->deallocate(small);
     void* after = instance->allocate(32 * kMiB, 0, nullptr);
     fill_pattern(after, 32 * kMiB, 99);
-    const std::vector<std::size_t> after_piece_bytes = piece_bytes(cache, after, 32 * kMiB);
+    const std::vector<std::size_t> after_piece_bytes = chunk_bytes_under(cache, after, 32 * kMiB);
     const device_stats end = cache.stats();
     for (int i = 0; i < 16; ++i)
       CHECK(check_pattern(blocks[static_cast<std::size_t>(i)], 32 * kMiB, static_cast<std::uint64_t>(i)));
@@ -322,17 +314,17 @@ TEST_CASE("physical chunks: until the first free a short run takes its edge page
       fill_pattern(blocks.back(), 5 * kMiB, static_cast<std::uint64_t>(i));
     }
     const std::int64_t small_creates = cache.stats().num_device_alloc - creates_before;
-    const std::vector<std::size_t> first_small = piece_bytes(cache, blocks.front(), 5 * kMiB);
+    const std::vector<std::size_t> first_small = chunk_bytes_under(cache, blocks.front(), 5 * kMiB);
     // Then 11 MiB, page-aligned: a run of 6 missing pages, its last page shared.
     void* longer = instance->allocate(11 * kMiB, 0, nullptr);
     fill_pattern(longer, 11 * kMiB, 11);
-    const std::vector<std::size_t> longer_pieces = piece_bytes(cache, longer, 11 * kMiB);
+    const std::vector<std::size_t> longer_pieces = chunk_bytes_under(cache, longer, 11 * kMiB);
     // The first free (its chunk stays partly live: no chunk to move), then 6 MiB after the
     // 11 MiB block: a run of 3 missing pages, the last one shared.
     instance->deallocate(blocks.front());
     void* after = instance->allocate(6 * kMiB, 0, nullptr);
     fill_pattern(after, 6 * kMiB, 6);
-    const std::vector<std::size_t> after_pieces = piece_bytes(cache, after, 6 * kMiB);
+    const std::vector<std::size_t> after_pieces = chunk_bytes_under(cache, after, 6 * kMiB);
     for (std::size_t i = 1; i < blocks.size(); ++i) {
       CHECK(check_pattern(blocks[i], 5 * kMiB, static_cast<std::uint64_t>(i)));
       instance->deallocate(blocks[i]);

@@ -27,14 +27,6 @@ namespace {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kPage = 2 * kMiB;
 
-// The sizes of the chunks under a block, in address order.
-std::vector<std::size_t> piece_bytes(core::device_cache& cache, void* block, std::size_t bytes) {
-  std::vector<std::size_t> pieces;
-  for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(block), bytes))
-    pieces.push_back(piece.bytes);
-  return pieces;
-}
-
 struct pinned_run {
   std::size_t pinned_chunk_bytes = 0;  // the chunk the small block pins
   std::size_t reserved_before_bytes = 0;  // reserved memory before the pinned-time block
@@ -59,7 +51,7 @@ pinned_run run_workload(double pinned_fraction) {
   fill_pattern(base, 512 * kMiB, 1);
   void* large = instance->allocate(64 * kMiB, 0, nullptr);
   REQUIRE(reinterpret_cast<std::uintptr_t>(large) % kPage == 0);
-  const std::vector<std::size_t> large_pieces = piece_bytes(cache, large, 64 * kMiB);
+  const std::vector<std::size_t> large_pieces = chunk_bytes_under(cache, large, 64 * kMiB);
   REQUIRE(large_pieces.size() == 1);  // 1/8 of 512 MiB: one chunk of 32 pages
   result.pinned_chunk_bytes = large_pieces.front();
   // A one-page block after it closes its range, so that it stays the best fit once freed.
@@ -78,14 +70,14 @@ pinned_run run_workload(double pinned_fraction) {
   result.reserved_before_bytes = static_cast<std::size_t>(cache.stats().reserved_bytes[pool_all].current);
   void* pinned_time = instance->allocate(128 * kMiB, 0, nullptr);
   fill_pattern(pinned_time, 128 * kMiB, 3);
-  result.pinned_time_pieces = piece_bytes(cache, pinned_time, 128 * kMiB);
+  result.pinned_time_pieces = chunk_bytes_under(cache, pinned_time, 128 * kMiB);
   // The pin goes: the 32-page chunk is wholly free, and another 128 MiB takes it (a move)
   // and creates the rest.
   instance->deallocate(small);
   simcuda_complete_all();
   void* after = instance->allocate(128 * kMiB, 0, nullptr);
   fill_pattern(after, 128 * kMiB, 4);
-  result.after_pieces = piece_bytes(cache, after, 128 * kMiB);
+  result.after_pieces = chunk_bytes_under(cache, after, 128 * kMiB);
   CHECK(check_pattern(base, 512 * kMiB, 1));
   CHECK(check_pattern(pinned_time, 128 * kMiB, 3));
   CHECK(check_pattern(after, 128 * kMiB, 4));

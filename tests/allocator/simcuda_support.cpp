@@ -86,4 +86,11 @@ std::int64_t device_calls(const device_stats& stats) {
   return stats.num_map + stats.num_unmap + stats.num_device_alloc + stats.num_device_free;
 }
 
+std::vector<std::size_t> chunk_bytes_under(core::device_cache& cache, void* block, std::size_t bytes) {
+  std::vector<std::size_t> chunks;
+  for (const auto& piece : cache.shared_pieces(reinterpret_cast<std::uintptr_t>(block), bytes))
+    chunks.push_back(piece.bytes);
+  return chunks;
+}
+
 }  // namespace fragless::testing

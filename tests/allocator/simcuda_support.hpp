@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/allocator.hpp"
 
@@ -26,5 +27,7 @@ void order_streams(void* waiter, void* source);
 long operations_from_env(long fallback);
 // Device calls the stats count: physical allocations and frees, maps and unmaps.
 std::int64_t device_calls(const device_stats& stats);
+// The sizes of the physical chunks under a block, in address order (Note [Physical chunks]).
+std::vector<std::size_t> chunk_bytes_under(core::device_cache& cache, void* block, std::size_t bytes);
 
 }  // namespace fragless::testing
