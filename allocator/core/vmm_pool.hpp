@@ -162,7 +162,7 @@ class vmm_pool final : public large_pool {
   // Note [First growth]: whether its rules apply now -- chunks on, the option at least a
   // page, and no block of the pool freed yet.
   bool first_growth() const noexcept;
-  // Note [First growth]: whether a run of `run_pages` missing pages takes the pages its
+  // Note [Physical chunks]: whether a run of `run_pages` missing pages takes the pages its
   // block covers only in part (its edge pages) into its chunks now.
   bool edge_pages_join_run(std::size_t run_pages) const noexcept;
   // Unmapped pages from `at` on that a chunk placed for a run of `run_pages` there may

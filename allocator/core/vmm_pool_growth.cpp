@@ -10,8 +10,9 @@
 // or, for a loop whose refused layout is kept, once reserved memory holds that layout
 // (Note [Refused layouts], take_chunk); a created chunk has at most chunk_cap_pages()
 // pages, which count physical_chunk_first_growth_bytes only until the pool first frees a
-// block, as edge pages join a short run's chunks (edge_pages_join_run) only until then,
-// and at most one more than the pinned-page budget has left, or half the run's share.
+// block, and, from that free on, at most one more than the pinned-page budget has left, or
+// half the run's share; a block's edge pages join its run only when the run, with them,
+// fits one chunk -- before that free, when it is at most 4 pages (edge_pages_join_run).
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 #include "core/size_classes.hpp"
@@ -199,11 +200,20 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
 // shrink; once the blocks on pinned chunks are gone, chunks grow again. A block's run
 // still takes at most 2/physical_chunk_run_fraction chunks (64): the budget never cuts a
 // chunk below half the run's share, since a block large next to reserved memory cut into
-// single pages costs hundreds of calls (the reason for the run's share). Before the first
-// free nothing is pinned, but the budget still bounds the first-growth chunks (Note [First
-// growth]): the first step's temporaries are among them, and exempted, the budget saved
-// 72 of the 152 seeds instead of 97. A moved chunk's surplus obeys the same cap (it lands
-// free beside a live block, room_pages_at).
+// single pages costs hundreds of calls (the reason for the run's share). Before the pool
+// first frees a block nothing is pinned, and the budget does not apply: the first-growth
+// caps decide (Note [First growth]). It applied there at first, since the first step's
+// temporaries are among those chunks (exempted then, the budget saved 72 of the 152 seeds
+// instead of 97); but 1/100 of the memory reserved while a program grows from nothing cut
+// its first gigabytes into chunks of a few pages -- 188 of the 635 chunks of corpus
+// activation-recompute seed 17 (9.3 GiB), whose whole first pass expandable segments map in
+// 478 pages. Applied only after the first free, and with edge pages joining runs that fit
+// one chunk after it (Note [Physical chunks]), seeds 1-200 of every family (five
+// repetitions) met the calls goal -- first-pass calls at most expandable segments' -- on
+// 730 of 2,800 instead of 562, the memory goal on 2,709 instead of 2,731 (the budget's
+// part: 638 and 2,726; docs/compaction.md, "Edge pages and first growth under the
+// budget"). A moved chunk's surplus obeys the same cap (it lands free beside a live block,
+// room_pages_at).
 // The count (page_map::pinned_free_pages) is one pass over the cached free pages, a chunk
 // at a time, made the first time the caps would let one of a block's chunks be larger than
 // a page, and kept for the rest of that block's mapping (creating and moving add no free page to a partly live
@@ -218,8 +228,9 @@ std::size_t vmm_pool::chunk_cap_pages(std::size_t run_pages) const noexcept {
 // expandable segments'); docs/compaction.md, "A budget for pinned pages".
 std::size_t vmm_pool::pinned_budget_cap_pages() const noexcept {
   const double fraction = settings_.conf.physical_chunk_pinned_fraction;
-  // Outside a block's mapping (a stitch's pages, taken one at a time) there is nothing to cut.
-  if (fraction <= 0.0 || !in_map_missing_pages_) return SIZE_MAX;
+  // Outside a block's mapping (a stitch's pages, taken one at a time) there is nothing to
+  // cut; before the pool first frees a block nothing is pinned (Note [Pinned pages]).
+  if (fraction <= 0.0 || !in_map_missing_pages_ || !freed_a_block_) return SIZE_MAX;
   const auto budget_pages = static_cast<std::size_t>(static_cast<double>(reserved_bytes()) * fraction /
                                                      static_cast<double>(pages_.page_bytes()));
   std::size_t pinned = pinned_free_pages_in_call_;
@@ -232,9 +243,12 @@ bool vmm_pool::first_growth() const noexcept {
          settings_.conf.physical_chunk_first_growth_bytes >= pages_.page_bytes();
 }
 
-// Note [First growth]: edge pages join a short run only while first growth applies.
+// Note [Physical chunks]: a run takes its block's edge pages when, with them, it fits one
+// chunk under every cap -- before the first free, when it is at most 4 pages (Note [First
+// growth]).
 bool vmm_pool::edge_pages_join_run(std::size_t run_pages) const noexcept {
-  return run_pages <= kFirstGrowthEdgeRunPages && first_growth();
+  if (first_growth()) return run_pages <= kFirstGrowthEdgeRunPages;
+  return run_pages <= chunk_cap_pages(run_pages);
 }
 
 // Note [First growth]
@@ -271,7 +285,9 @@ bool vmm_pool::edge_pages_join_run(std::size_t run_pages) const noexcept {
 // whole). Without that bound a U-Net, whose skip activations are freed while the blocks
 // made after them live on, lost its moves: corpus unet-resolution had 64 of 1,000 seeds
 // more than 1 % higher (docs/compaction.md, "Edge pages before the first free", which has
-// the figures for 2 to 8 pages and without the bound). Not after the first free: joined
-// throughout, the loop plans' hand-overs found fewer chunks to move (docs/compaction.md).
+// the figures for 2 to 8 pages and without the bound). After the first free the rule of
+// Note [Physical chunks] takes over: a run takes its edge pages where it fits one chunk
+// under the caps and the pinned-page budget. The budget itself does not apply before the
+// first free (Note [Pinned pages]).
 
 }  // namespace fragless::core

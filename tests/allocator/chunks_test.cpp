@@ -15,9 +15,9 @@
 //  - until the first free, chunks may reach physical_chunk_first_growth_bytes or 1/16 of
 //    reserved memory, whichever is less (Note [First growth]), and after it the fractions
 //    alone apply again;
-//  - until the first free, a run of at most 4 missing pages takes its block's edge pages
-//    into its chunk, a longer run keeps them apart, and after the first free every edge
-//    page is a chunk of its own again.
+//  - a run that fits one chunk takes its block's edge pages into that chunk (before the
+//    first free, only a run of at most 4 pages); a longer run keeps them apart, each a
+//    chunk of one page.
 #include <catch2/catch.hpp>
 
 #include <simcuda/control.h>
@@ -185,7 +185,7 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
   // A program growing from nothing: its first block is all of reserved memory, so the
   // reserved fraction alone cut it into hundreds of one-page chunks. The run's share
   // (physical_chunk_run_fraction) backs the run with at most 1/that chunks.
-  auto first_block = [](double run_fraction, double pinned_fraction) {
+  auto first_block = [](double run_fraction, double pinned_fraction, bool after_a_free = false) {
     reset_simcuda();
     core::cache_settings settings;  // physical_chunk_fraction 1/256, the default
     settings.conf.physical_chunk_run_fraction = run_fraction;
@@ -193,10 +193,18 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
     settings.conf.physical_chunk_pinned_fraction = pinned_fraction;
     auto instance = make_simcuda_allocator(settings);
     core::device_cache& cache = instance->device(0);
+    if (after_a_free) {
+      // A page made and freed first: the pool has freed a block, the page stays cached
+      // under the next block, and that block lacks 255 pages.
+      void* page = instance->allocate(kPage, 0, nullptr);
+      instance->deallocate(page);
+    }
+    const std::int64_t creates_before = cache.stats().num_device_alloc;
     // 256 pages, page-aligned; below dedicated_mapping_threshold_bytes, so in the shared range.
     void* block = instance->allocate(512 * kMiB, 0, nullptr);
     fill_pattern(block, 512 * kMiB, 7);
-    const device_stats stats = cache.stats();
+    device_stats stats = cache.stats();
+    stats.num_device_alloc -= creates_before;
     CHECK(check_pattern(block, 512 * kMiB, 7));
     instance->deallocate(block);
     return stats;
@@ -212,11 +220,16 @@ TEST_CASE("physical chunks: a block large next to reserved memory takes few chun
   // Reserved memory stays below 512 MiB, where 1/256 of it is less than a page: one page
   // at a time.
   CHECK(reserved_only.num_device_alloc == 256);
-  // Note [Pinned pages]: the budget (1/100 of reserved memory, under 3 pages here) never
-  // cuts a chunk below half the run's share: chunks of 256 / 64 = 4 pages.
-  const device_stats budgeted = first_block(1.0 / 32, 0.01);
+  // Note [Pinned pages]: before the pool first frees a block the budget does not apply;
+  // after it, the budget (1/100 of reserved memory, under 3 pages here) never cuts a chunk
+  // below half the run's share: the 255 missing pages in chunks of ceil(255 / 64) = 4
+  // pages, 64 of them -- against ceil(255 / 32) = 8 pages, 32 chunks, without the budget.
+  const device_stats budgeted_from_nothing = first_block(1.0 / 32, 0.01);
+  CHECK(budgeted_from_nothing.num_device_alloc == 32);
+  const device_stats budgeted = first_block(1.0 / 32, 0.01, true);
   CHECK(budgeted.reserved_bytes[pool_all].peak == reserved_only.reserved_bytes[pool_all].peak);
   CHECK(budgeted.num_device_alloc == 64);
+  CHECK(first_block(1.0 / 32, 0.0, true).num_device_alloc == 32);
 }
 
 TEST_CASE("physical chunks: until the first free a run takes chunks of the first-growth size", "[chunks]") {
@@ -288,20 +301,25 @@ TEST_CASE("physical chunks: until the first free a run takes chunks of the first
   CHECK(simcuda_race_count() == 0);
 }
 
-TEST_CASE("physical chunks: until the first free a short run takes its edge pages", "[chunks]") {
-  // Note [First growth]: a page a block covers only in part is a chunk of its own, so that
-  // a freed block's chunk is wholly free while its neighbour lives; before the first free
-  // no block is freed yet, and a run of at most 4 missing pages takes it in.
-  auto grow = [](std::size_t first_growth_bytes) {
+TEST_CASE("physical chunks: a run that fits one chunk takes its edge pages", "[chunks]") {
+  // Note [Physical chunks]: a page a block covers only in part (an edge page) joins the
+  // run when the run, with it, fits one chunk under the caps; otherwise it is a chunk of
+  // its own. Before the pool's first free (Note [First growth]), only a run of at most 4
+  // pages takes them.
+  auto grow = [](double fraction, std::size_t first_growth_bytes) {
     reset_simcuda();
     core::cache_settings settings;
-    // 1/16 of reserved memory (16 MiB and more here) is larger than every run below, before
-    // the first free and after it: only where the edge pages go differs.
-    settings.conf.physical_chunk_fraction = 1.0 / 16;
+    settings.conf.physical_chunk_fraction = fraction;
     settings.conf.physical_chunk_first_growth_bytes = first_growth_bytes;
-    settings.conf.physical_chunk_pinned_fraction = 0;  // no pinned-page budget (its own test below)
+    settings.conf.physical_chunk_pinned_fraction = 0;  // no pinned-page budget (its own test)
     settings.exact_start_allocations = 0;
-    auto instance = make_simcuda_allocator(settings);
+    return make_simcuda_allocator(settings);
+  };
+  for (const std::size_t first_growth_bytes : {std::size_t{0}, 20 * kMiB}) {
+    INFO("physical_chunk_first_growth_bytes " << first_growth_bytes);
+    const bool first_growth = first_growth_bytes != 0;
+    // 1/16 of reserved memory (16 MiB and more here) is larger than every run below.
+    auto instance = grow(1.0 / 16, first_growth_bytes);
     core::device_cache& cache = instance->device(0);
     // 256 MiB first, page-aligned.
     void* base = instance->allocate(256 * kMiB, 0, nullptr);
@@ -314,17 +332,25 @@ TEST_CASE("physical chunks: until the first free a short run takes its edge page
       fill_pattern(blocks.back(), 5 * kMiB, static_cast<std::uint64_t>(i));
     }
     const std::int64_t small_creates = cache.stats().num_device_alloc - creates_before;
-    const std::vector<std::size_t> first_small = chunk_bytes_under(cache, blocks.front(), 5 * kMiB);
-    // Then 11 MiB, page-aligned: a run of 6 missing pages, its last page shared.
+    // By hand: 20 pages for eight blocks; each block's run (its pages not under the block
+    // before it) is one chunk -- 3 pages with a shared last one, then 2 whole ones, ...
+    CHECK(small_creates == 8);
+    CHECK(chunk_bytes_under(cache, blocks.front(), 5 * kMiB) == std::vector<std::size_t>{6 * kMiB});
+    // Then 11 MiB, page-aligned: a run of 6 missing pages, its last page shared -- one
+    // chunk, but before the first free (first growth on) more than 4 pages: 5 whole pages,
+    // then the shared one.
     void* longer = instance->allocate(11 * kMiB, 0, nullptr);
     fill_pattern(longer, 11 * kMiB, 11);
-    const std::vector<std::size_t> longer_pieces = chunk_bytes_under(cache, longer, 11 * kMiB);
-    // The first free (its chunk stays partly live: no chunk to move), then 6 MiB after the
-    // 11 MiB block: a run of 3 missing pages, the last one shared.
+    const std::vector<std::size_t> longer_pieces =
+        first_growth ? std::vector<std::size_t>{10 * kMiB, 2 * kMiB} : std::vector<std::size_t>{12 * kMiB};
+    CHECK(chunk_bytes_under(cache, longer, 11 * kMiB) == longer_pieces);
+    // The first free (the 5 MiB hole fits nothing below), then 6 MiB after the 11 MiB
+    // block: the page it shares with that block is mapped (that block's last chunk), and
+    // its run of 3 missing pages, the last one shared, is one chunk again.
     instance->deallocate(blocks.front());
     void* after = instance->allocate(6 * kMiB, 0, nullptr);
     fill_pattern(after, 6 * kMiB, 6);
-    const std::vector<std::size_t> after_pieces = chunk_bytes_under(cache, after, 6 * kMiB);
+    CHECK(chunk_bytes_under(cache, after, 6 * kMiB) == std::vector<std::size_t>{longer_pieces.back(), 6 * kMiB});
     for (std::size_t i = 1; i < blocks.size(); ++i) {
       CHECK(check_pattern(blocks[i], 5 * kMiB, static_cast<std::uint64_t>(i)));
       instance->deallocate(blocks[i]);
@@ -332,26 +358,38 @@ TEST_CASE("physical chunks: until the first free a short run takes its edge page
     CHECK(check_pattern(longer, 11 * kMiB, 11));
     CHECK(check_pattern(after, 6 * kMiB, 6));
     for (void* b : {base, longer, after}) instance->deallocate(b);
-    INFO(race_report());
-    CHECK(simcuda_race_count() == 0);
-    return std::make_tuple(small_creates, first_small, longer_pieces, after_pieces);
-  };
-  const auto [creates, first_small, longer_pieces, after_pieces] = grow(20 * kMiB);
-  const auto [creates_off, first_small_off, longer_pieces_off, after_pieces_off] = grow(0);
-  INFO("creates for the 5 MiB blocks: " << creates << " (off: " << creates_off << ")");
-  // By hand: 20 pages for eight blocks; each block's run (its pages not under the block
-  // before it) is one chunk -- 3 pages with a shared last one, then 2 whole ones, ...
-  CHECK(creates == 8);
-  CHECK(first_small == std::vector<std::size_t>{6 * kMiB});
-  // Off: the runs of 3 pages are 2 whole pages and their shared one apart.
-  CHECK(creates_off == 12);
-  CHECK(first_small_off == std::vector<std::size_t>{4 * kMiB, 2 * kMiB});
-  // A run of 6 pages keeps its shared last page apart: its 5 whole pages, then that page.
-  CHECK(longer_pieces == std::vector<std::size_t>{10 * kMiB, 2 * kMiB});
-  CHECK(longer_pieces == longer_pieces_off);
-  // After the first free: the 11 MiB block's last page, two whole pages, the shared one.
-  CHECK(after_pieces == std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 2 * kMiB});
-  CHECK(after_pieces == after_pieces_off);
+  }
+  {
+    // 1/64 of reserved memory: chunks of 2 pages (4 MiB) next to 256-272 MiB.
+    auto instance = grow(1.0 / 64, 0);
+    core::device_cache& cache = instance->device(0);
+    void* base = instance->allocate(256 * kMiB, 0, nullptr);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(base) % kPage == 0);
+    // 3 MiB: a whole page and a shared one, a run of 2 -- one chunk with its edge page.
+    void* short_block = instance->allocate(3 * kMiB, 0, nullptr);
+    fill_pattern(short_block, 3 * kMiB, 3);
+    CHECK(chunk_bytes_under(cache, short_block, 3 * kMiB) == std::vector<std::size_t>{4 * kMiB});
+    // 14 MiB after it: the shared page is mapped, then a run of 7 missing pages, the last
+    // one shared -- longer than a chunk. It is taken from its start, 2 pages at a time;
+    // the rest of the run never fits one chunk with the shared page (3 pages with it), so
+    // that page is a chunk of its own: 2, 2, 2 whole pages, then the edge page.
+    void* long_block = instance->allocate(14 * kMiB, 0, nullptr);
+    fill_pattern(long_block, 14 * kMiB, 14);
+    CHECK(chunk_bytes_under(cache, long_block, 14 * kMiB) ==
+          std::vector<std::size_t>{4 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB, 2 * kMiB});
+    // 8 MiB after that: the shared page is mapped, then 3 whole pages and a shared one --
+    // 2 whole pages first, then the rest, a whole page and the shared one, fits a chunk.
+    void* tail_block = instance->allocate(8 * kMiB, 0, nullptr);
+    fill_pattern(tail_block, 8 * kMiB, 8);
+    CHECK(chunk_bytes_under(cache, tail_block, 8 * kMiB) ==
+          std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 4 * kMiB});
+    CHECK(check_pattern(short_block, 3 * kMiB, 3));
+    CHECK(check_pattern(long_block, 14 * kMiB, 14));
+    CHECK(check_pattern(tail_block, 8 * kMiB, 8));
+    for (void* b : {base, short_block, long_block, tail_block}) instance->deallocate(b);
+  }
+  INFO(race_report());
+  CHECK(simcuda_race_count() == 0);
 }
 
 namespace {
