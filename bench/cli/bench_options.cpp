@@ -138,6 +138,9 @@ options:
   --markdown PATH        corpus: write the per-family tables as markdown
   --verbose              show the replay processes' stderr (allocator and simcuda messages);
                          otherwise only a failed replay's last stderr line, in its status
+  --call-log DIR         write each replay's device calls event by event to
+                         DIR/<workload>.<allocator>.csv: pass, event, op, size, stream,
+                         reserved and live bytes, calls by kind (Note [Call log])
 
 environment:
   FRAGLESS_BENCH_COUNTING  auto (default): simcuda's counters when simcuda is loaded, else the
@@ -203,6 +206,8 @@ bench_options parse_bench_options(int argc, char** argv) {
     else if (argument == "--families") options.families = split_commas(value());
     else if (argument == "--jobs") options.jobs = static_cast<int>(parse_count(argument, value(), 64));
     else if (argument == "--markdown") options.markdown_path = value();
+    else if (argument == "--call-log") options.call_log_dir = value();
+    else if (argument == "--call-log-file") options.call_log_path = value();
     else if (argument == "--source") options.source = value();
     else if (argument == "--allocator") options.allocator = value();
     else if (argument == "--configuration") options.configuration = value();

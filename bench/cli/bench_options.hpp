@@ -40,8 +40,10 @@ struct bench_options {
   std::vector<std::string> families;     // corpus: empty = every family
   int jobs = 2;                          // corpus: replays run at once
   std::string markdown_path;             // corpus: the per-family tables as markdown
+  std::string call_log_dir;              // Note [Call log]: one CSV per replay here (empty: none)
   // replay-one only.
   std::string source, allocator, configuration;
+  std::string call_log_path;  // Note [Call log]: this replay's CSV (empty: none)
   // Not from the command line: how this run drives the device (prepare_device, once).
   device_setup device;
 };

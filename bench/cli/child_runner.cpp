@@ -279,6 +279,10 @@ child_result run_child(const child_request& request) {
     arguments.push_back("--configuration");
     arguments.push_back(request.configuration);
   }
+  if (!request.call_log_path.empty()) {
+    arguments.push_back("--call-log-file");
+    arguments.push_back(request.call_log_path);
+  }
   const spawned child = spawn_self(std::move(arguments), child_environment(request), request.pass_stderr);
   child_result result = decode_outcome(child.output);
   if (!child.failure.empty()) {
@@ -344,7 +348,14 @@ int replay_one_main(const child_request& request) {
         options.repetitions = request.repetitions;
         options.max_events = request.max_events;
         options.host_work_ns = request.host_work_ns;
-        outcome = replay_trace(t, *peer.allocator, streams, options, counters);
+        call_log log;  // Note [Call log]
+        std::string log_error;
+        if (!request.call_log_path.empty() && !log.open(request.call_log_path, log_error)) {
+          outcome.status = "failed: " + log_error;
+        } else {
+          if (log.is_open()) options.log = &log;
+          outcome = replay_trace(t, *peer.allocator, streams, options, counters);
+        }
         peer.allocator.reset();
         destroy_replay_streams(streams);
       }

@@ -31,6 +31,7 @@ struct child_request {
   // Note [Counting device calls]: LD_PRELOADed into the child (empty = simcuda counts).
   std::string counting_library;
   int timeout_seconds = 600;
+  std::string call_log_path;  // Note [Call log]: empty = no log
   bool pass_stderr = false;  // --verbose: the child's stderr goes to ours instead of a scratch file
 };
 

@@ -91,6 +91,15 @@ std::vector<bench_input> builtin_inputs(const std::vector<std::string>& specs) {
 int run_command(const bench_options& parsed, int argc, char** argv) {
   if (parsed.command == "device-info") return device_info_main();
   bench_options options = parsed;
+  if (!options.call_log_dir.empty()) {  // Note [Call log]
+    std::error_code error;
+    std::filesystem::create_directories(options.call_log_dir, error);
+    if (error) {
+      std::cerr << "fragless-bench: cannot create call-log directory " << options.call_log_dir << ": " << error.message()
+                << "\n";
+      return 2;
+    }
+  }
   // Note [Counting device calls]: decided once, before any replay (refusals stop the run here).
   if (options.command == "main" || options.command == "replay" || options.command == "builtin" ||
       options.command == "corpus") {
@@ -107,6 +116,7 @@ int run_command(const bench_options& parsed, int argc, char** argv) {
     request.device_call_ns = options.device_call_ns;
     request.host_work_ns = options.host_work_ns;
     request.timeout_seconds = options.timeout_seconds;
+    request.call_log_path = options.call_log_path;
     return replay_one_main(request);
   }
   if (options.command == "micro") {

@@ -10,7 +10,9 @@
 #include "workloads/workload.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 namespace fragless::bench {
@@ -102,6 +104,21 @@ void fill_from_outcome(result_row& row, const child_result& child, std::uint64_t
   if (o.counters_available) row.calls_by_pass = pass_list({o.calls_by_pass.begin(), o.calls_by_pass.end()}, 0);
 }
 
+// Note [Call log]: DIR/<workload>.<allocator>.csv, each name kept to letters, digits, '.',
+// '_' and '-' (a file input by its base name; "corpus:moe-routing:7" -> "corpus_moe-routing_7").
+std::string call_log_path(const std::string& directory, const bench_input& input, const std::string& allocator) {
+  auto file_name_part = [](std::string text) {
+    for (char& c : text) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    }
+    return text;
+  };
+  std::string workload = input.source;
+  if (workload.rfind("file:", 0) == 0) workload = std::filesystem::path(workload.substr(5)).filename().string();
+  return (std::filesystem::path(directory) / (file_name_part(workload) + "." + file_name_part(allocator) + ".csv"))
+      .string();
+}
+
 child_request request_for(const bench_input& input, const std::string& allocator, const std::string& configuration,
                           const bench_options& options) {
   child_request request;
@@ -118,6 +135,7 @@ child_request request_for(const bench_input& input, const std::string& allocator
   request.counting_library = options.device.counting_library;
   request.timeout_seconds = options.timeout_seconds;
   request.pass_stderr = options.verbose;
+  if (!options.call_log_dir.empty()) request.call_log_path = call_log_path(options.call_log_dir, input, allocator);
   return request;
 }
 

@@ -110,6 +110,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
       ++timed_ops;
     };
     if (measuring) counters.reset();
+    if (options.log != nullptr) options.log->start_from(counters);
     pass_activity pass;
     for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]);
     std::uint64_t previous_used_bytes = counters.used_bytes();
@@ -127,6 +128,10 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         void* pointer = nullptr;
         count_op(time_call([&] { pointer = allocator.allocate(e.size_bytes, stream); }));
         if (pointer == nullptr) {
+          if (options.log != nullptr && options.log->moved(counters)) {
+            options.log->write(repetition + 1, i, "alloc-failed", e.size_bytes, e.stream_index,
+                               allocator.reserved_bytes(), live_bytes);
+          }
           if (measuring && outcome.ooms++ == 0) {
             outcome.first_failure = "event " + std::to_string(i) + ": " + allocator.last_failure();
           }
@@ -149,6 +154,10 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         live_bytes -= block.size_bytes;
         if (measuring) checker.erase(reinterpret_cast<std::uintptr_t>(block.pointer));
         count_op(time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); }));
+      }
+      if (options.log != nullptr && options.log->moved(counters)) {
+        options.log->write(repetition + 1, i, e.op == traces::trace_op::alloc ? "alloc" : "free", e.size_bytes,
+                           e.stream_index, allocator.reserved_bytes(), live_bytes);
       }
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
@@ -176,8 +185,16 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     // Return what is still live; the cache stays for the next repetition (Note [Steady state]).
     // Not in ns/op nor the emulation figure (the trace never made these calls), but in the
     // longest call: a plan may start at one of them (Note [Host work]).
-    for (auto& [id, block] : live)
+    for (auto& [id, block] : live) {
       time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
+      live_bytes -= block.size_bytes;
+      if (options.log != nullptr && options.log->moved(counters)) {
+        const auto stream_index = static_cast<std::size_t>(
+            std::find(streams.begin(), streams.end(), block.stream) - streams.begin());
+        options.log->write(repetition + 1, event_count, "free-at-pass-end", block.size_bytes, stream_index,
+                           allocator.reserved_bytes(), live_bytes);
+      }
+    }
     // The first repetition's count restarted at zero (counters.reset() above).
     const std::uint64_t pass_calls = counters.read().total() - (measuring ? 0 : calls_before.total());
     if (last && repetition > 0) outcome.steady_calls = static_cast<std::int64_t>(pass_calls);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cost/cost_table.hpp"
+#include "call_log.hpp"
 #include "device_counters.hpp"
 #include "replay_allocator.hpp"
 #include "traces/trace.hpp"
@@ -57,6 +58,8 @@ struct replay_options {
   std::size_t timeline_points = 600;
   // Note [Host work]: busy host time spent before each event, outside the timed calls.
   std::uint64_t host_work_ns = 0;
+  // Note [Call log]: where each event's device calls are written (null: nowhere).
+  call_log* log = nullptr;
 };
 
 struct timeline_point {

@@ -94,6 +94,12 @@ if [ -n "$shared" ] && [ -f "$shared/silmont2000+assignment2-systems/mem_snapsho
 else
   echo "FAIL shared traces not found (FRAGLESS_SHARED_TRACES=$shared)"; failures=$((failures + 1))
 fi
+# A call-log directory that cannot be made (under a regular file): exit 2, one line naming it.
+"$bench" replay good.trace --allocators cudamalloc --repetitions 1 --call-log good.trace/logs >stdout.txt 2>stderr.txt
+status=$?
+if [ "$status" -ne 2 ] || [ "$(wc -l < stderr.txt)" -ne 1 ] || ! grep -q "cannot create call-log directory good.trace/logs" stderr.txt; then
+  echo "FAIL --call-log under a file: status $status"; cat stderr.txt; failures=$((failures + 1))
+fi
 ls ./*.tmp.* >/dev/null 2>&1 && { echo "FAIL temp files left"; failures=$((failures + 1)); }
 
 if [ "$failures" -ne 0 ]; then echo "$failures failures"; exit 1; fi

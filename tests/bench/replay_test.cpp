@@ -1,10 +1,16 @@
-// Tests of the replay machinery: exact figures for the cudaMalloc peer on simcuda, the
-// ideal on a hand trace, the overlap checker (direct and through a lying allocator), and
-// the built-in workload generators.
+// Tests of the replay machinery: exact figures for the cudaMalloc peer on simcuda, the call
+// log (Note [Call log]), the ideal on a hand trace, the overlap checker (direct and through a
+// lying allocator), and the built-in workload generators.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "replay/call_log.hpp"
 #include "replay/cuda_streams.hpp"
 #include "replay/device_counters.hpp"
 #include "replay/ideal.hpp"
@@ -257,4 +263,69 @@ TEST_CASE("built-in workloads are valid, deterministic, realistic in size, and s
   CHECK_THROWS_AS(parse_workload_spec("transformer-training:batch=0"), std::invalid_argument);
   CHECK_THROWS_AS(parse_workload_spec("nope"), std::invalid_argument);
   CHECK_THROWS_AS(parse_workload_spec("cnn-training:depth=3"), std::invalid_argument);
+}
+
+TEST_CASE("call log: a row per event that called the device, summing to each pass's calls", "[bench][replay]") {
+  // Block 3 is never freed: the replayer frees it at the end of each pass.
+  text_replay replay("fragless-trace 1\na 0 5000000 0\na 1 300000 0\nf 0\na 2 9000000 0\na 3 700000 0\nf 1\nf 2\n",
+                     "logged", 3);
+  REQUIRE(replay.counters.available());
+  const std::string path = "call_log_test.csv";
+  for (const char* name : {"cudamalloc", "fragless"}) {
+    INFO(name);
+    peer_creation peer = create_peer(name, "");
+    REQUIRE(peer.allocator);
+    replay_outcome o;
+    {
+      call_log log;
+      std::string error;
+      REQUIRE(log.open(path, error));
+      replay.options.log = &log;
+      o = replay.run(*peer.allocator);
+      replay.options.log = nullptr;
+    }
+    REQUIRE(o.status == "ok");
+    std::ifstream in(path);
+    std::string line;
+    REQUIRE(std::getline(in, line));
+    CHECK(line.rfind("pass,event,op,size_bytes,stream,reserved_bytes,live_bytes,allocs,frees,maps,unmaps,", 0) == 0);
+    std::vector<std::uint64_t> calls_by_pass(3, 0);
+    std::size_t rows = 0, pass_end_rows = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> fields;
+      std::stringstream split(line);
+      for (std::string field; std::getline(split, field, ',');) fields.push_back(field);
+      REQUIRE(fields.size() == 14);
+      const int pass = std::stoi(fields[0]);
+      REQUIRE(pass >= 1);
+      REQUIRE(pass <= 3);
+      std::uint64_t calls = 0;
+      for (std::size_t column = 7; column <= 10; ++column) calls += std::stoull(fields[column]);
+      std::uint64_t any = calls;
+      for (std::size_t column = 11; column <= 13; ++column) any += std::stoull(fields[column]);
+      CHECK(any > 0);  // only events that called the device
+      calls_by_pass[static_cast<std::size_t>(pass - 1)] += calls;
+      ++rows;
+      if (fields[2] == "free-at-pass-end") {
+        ++pass_end_rows;
+        CHECK(fields[1] == "7");  // the trace's length
+        CHECK(fields[3] == "700000");
+        CHECK(fields[6] == "0");  // nothing live after it
+      }
+    }
+    REQUIRE(o.calls_by_pass.size() == 3);
+    for (std::size_t pass = 0; pass < 3; ++pass) CHECK(calls_by_pass[pass] == o.calls_by_pass[pass]);
+    if (std::string(name) == "cudamalloc") {
+      CHECK(rows == 3 * 8);  // every allocation and free is a cudaMalloc or cudaFree
+      CHECK(pass_end_rows == 3);
+    } else {
+      CHECK(rows > 0);
+      CHECK(o.calls_by_pass[1] == 0);  // warm: nothing logged after the first pass
+    }
+  }
+  std::remove(path.c_str());
+  call_log unwritable;
+  std::string error;
+  CHECK_FALSE(unwritable.open("no-such-directory/log.csv", error));
+  CHECK(error.find("cannot write call log no-such-directory/log.csv") == 0);
 }
