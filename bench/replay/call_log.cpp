@@ -38,12 +38,7 @@ void call_log::start_from(const device_counters& counters) {
 bool call_log::moved(const device_counters& counters) {
   if (file_ == nullptr) return false;
   now_ = read(counters);
-  const bool changed = now_.counts.allocs != last_.counts.allocs || now_.counts.frees != last_.counts.frees ||
-                       now_.counts.maps != last_.counts.maps || now_.counts.unmaps != last_.counts.unmaps ||
-                       now_.set_access != last_.set_access || now_.event_calls != last_.event_calls ||
-                       now_.counts.syncs != last_.counts.syncs;
-  if (!changed) last_ = now_;
-  return changed;
+  return !(now_ == last_);
 }
 
 void call_log::write(int pass, std::size_t event, const char* op, std::uint64_t size_bytes, std::size_t stream_index,

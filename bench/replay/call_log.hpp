@@ -48,6 +48,7 @@ private:
   struct snapshot {
     device_call_counts counts;
     std::uint64_t set_access = 0, event_calls = 0;
+    bool operator==(const snapshot&) const = default;
   };
   static snapshot read(const device_counters& counters);
   std::FILE* file_ = nullptr;

@@ -52,6 +52,7 @@ struct device_call_counts {
   std::uint64_t unmaps = 0;  // cuMemUnmap
   std::uint64_t syncs = 0;   // device / stream / event / context synchronisations
   std::uint64_t total() const { return allocs + frees + maps + unmaps; }
+  bool operator==(const device_call_counts&) const = default;
 };
 
 // Reads the device's memory in use in bytes (cudaMemGetInfo: total - free); false on failure.

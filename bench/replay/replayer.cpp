@@ -111,6 +111,13 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     };
     if (measuring) counters.reset();
     if (options.log != nullptr) options.log->start_from(counters);
+    // Note [Call log]: a row for the event just replayed, if it called the device.
+    auto log_calls = [&](std::size_t event, const char* op, std::uint64_t size_bytes, std::size_t stream_index,
+                         std::uint64_t live_after) {
+      if (options.log != nullptr && options.log->moved(counters)) {
+        options.log->write(repetition + 1, event, op, size_bytes, stream_index, allocator.reserved_bytes(), live_after);
+      }
+    };
     pass_activity pass;
     for (std::size_t f = 0; f < costed_function_count; ++f) pass.calls[f] = counters.count(costed_functions()[f]);
     std::uint64_t previous_used_bytes = counters.used_bytes();
@@ -128,10 +135,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         void* pointer = nullptr;
         count_op(time_call([&] { pointer = allocator.allocate(e.size_bytes, stream); }));
         if (pointer == nullptr) {
-          if (options.log != nullptr && options.log->moved(counters)) {
-            options.log->write(repetition + 1, i, "alloc-failed", e.size_bytes, e.stream_index,
-                               allocator.reserved_bytes(), live_bytes);
-          }
+          log_calls(i, "alloc-failed", e.size_bytes, e.stream_index, live_bytes);
           if (measuring && outcome.ooms++ == 0) {
             outcome.first_failure = "event " + std::to_string(i) + ": " + allocator.last_failure();
           }
@@ -155,10 +159,7 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
         if (measuring) checker.erase(reinterpret_cast<std::uintptr_t>(block.pointer));
         count_op(time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); }));
       }
-      if (options.log != nullptr && options.log->moved(counters)) {
-        options.log->write(repetition + 1, i, e.op == traces::trace_op::alloc ? "alloc" : "free", e.size_bytes,
-                           e.stream_index, allocator.reserved_bytes(), live_bytes);
-      }
+      log_calls(i, e.op == traces::trace_op::alloc ? "alloc" : "free", e.size_bytes, e.stream_index, live_bytes);
       // Note [Peak over the run]
       std::uint64_t reserved = 0;
       const std::uint64_t used_bytes = counters.used_bytes();
@@ -188,11 +189,10 @@ replay_outcome replay_trace(const traces::trace& t, replay_allocator& allocator,
     for (auto& [id, block] : live) {
       time_call([&] { allocator.deallocate(block.pointer, block.size_bytes, block.stream); });
       live_bytes -= block.size_bytes;
-      if (options.log != nullptr && options.log->moved(counters)) {
+      if (options.log != nullptr) {
         const auto stream_index = static_cast<std::size_t>(
             std::find(streams.begin(), streams.end(), block.stream) - streams.begin());
-        options.log->write(repetition + 1, event_count, "free-at-pass-end", block.size_bytes, stream_index,
-                           allocator.reserved_bytes(), live_bytes);
+        log_calls(event_count, "free-at-pass-end", block.size_bytes, stream_index, live_bytes);
       }
     }
     // The first repetition's count restarted at zero (counters.reset() above).
