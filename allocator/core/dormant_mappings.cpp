@@ -14,20 +14,6 @@ const dormant_mappings::mapping* dormant_mappings::of_handle(backend::physical_h
   return found == handle_slots_.end() ? nullptr : &slots_[found->second - 1];
 }
 
-const dormant_mappings::mapping* dormant_mappings::oldest_of_handle(backend::physical_handle handle) const noexcept {
-  const mapping* entry = of_handle(handle);
-  while (entry != nullptr && entry->next_slot != 0) entry = &slots_[entry->next_slot - 1];
-  return entry;
-}
-
-std::size_t dormant_mappings::count_of_handle(backend::physical_handle handle) const noexcept {
-  std::size_t count = 0;
-  for (const mapping* entry = of_handle(handle); entry != nullptr;
-       entry = entry->next_slot != 0 ? &slots_[entry->next_slot - 1] : nullptr)
-    ++count;
-  return count;
-}
-
 void dormant_mappings::mark_pages(std::size_t head, std::size_t pages, std::uint32_t slot) noexcept {
   for (std::size_t page = head; page < head + pages; ++page) slot_of_page_[page] = slot;
   if (slot != 0)
@@ -39,7 +25,6 @@ void dormant_mappings::mark_pages(std::size_t head, std::size_t pages, std::uint
 bool dormant_mappings::add(std::size_t head, std::size_t pages, backend::physical_handle handle,
                            std::size_t active_head) noexcept {
   std::uint32_t slot = 0;
-  std::uint32_t next_slot = 0;
   try {
     if (free_slots_.empty()) {
       free_slots_.reserve(slots_.size() + 1);  // remove() then never allocates
@@ -49,17 +34,15 @@ bool dormant_mappings::add(std::size_t head, std::size_t pages, backend::physica
       slot = free_slots_.back();
       free_slots_.pop_back();
     }
-    const auto [found, inserted] = handle_slots_.emplace(handle, slot);
-    if (!inserted) {
-      // Newest first: the handle's earlier ranges follow this one.
-      next_slot = found->second;
-      found->second = slot;
+    if (!handle_slots_.emplace(handle, slot).second) {
+      free_slots_.push_back(slot);  // a precondition broken: keep the table as it was
+      return false;
     }
   } catch (...) {
     if (slot != 0) free_slots_.push_back(slot);  // reserved above: cannot throw
     return false;
   }
-  slots_[slot - 1] = mapping{head, pages, handle, active_head, false, next_slot};
+  slots_[slot - 1] = mapping{head, pages, handle, active_head};
   mark_pages(head, pages, slot);
   ++slot_count_;
   return true;
@@ -69,48 +52,23 @@ void dormant_mappings::remove(std::size_t head) noexcept {
   const std::uint32_t slot = slot_of_page_[head];
   if (slot == 0) return;
   mapping& entry = slots_[slot - 1];
-  if (!entry.orphaned) unlink(slot);
+  if (!entry.orphaned) handle_slots_.erase(entry.handle);
   mark_pages(entry.head, entry.pages, 0);
   entry = mapping{};
   free_slots_.push_back(slot);  // capacity reserved in add()
   --slot_count_;
 }
 
-void dormant_mappings::unlink(std::uint32_t slot) noexcept {
-  const mapping& entry = slots_[slot - 1];
-  const auto found = handle_slots_.find(entry.handle);
-  if (found == handle_slots_.end()) return;
-  if (found->second == slot) {
-    if (entry.next_slot != 0)
-      found->second = entry.next_slot;
-    else
-      handle_slots_.erase(found);
-    return;
-  }
-  for (std::uint32_t at = found->second; at != 0; at = slots_[at - 1].next_slot) {
-    if (slots_[at - 1].next_slot == slot) {
-      slots_[at - 1].next_slot = entry.next_slot;
-      return;
-    }
-  }
-}
-
 void dormant_mappings::set_active_head(backend::physical_handle handle, std::size_t active_head) noexcept {
   const auto found = handle_slots_.find(handle);
-  if (found == handle_slots_.end()) return;
-  for (std::uint32_t at = found->second; at != 0; at = slots_[at - 1].next_slot) slots_[at - 1].active_head = active_head;
+  if (found != handle_slots_.end()) slots_[found->second - 1].active_head = active_head;
 }
 
 void dormant_mappings::orphan(backend::physical_handle handle) noexcept {
   const auto found = handle_slots_.find(handle);
   if (found == handle_slots_.end()) return;
-  for (std::uint32_t at = found->second; at != 0;) {
-    mapping& entry = slots_[at - 1];
-    at = entry.next_slot;
-    entry.active_head = npos;
-    entry.orphaned = true;
-    entry.next_slot = 0;
-  }
+  slots_[found->second - 1].active_head = npos;
+  slots_[found->second - 1].orphaned = true;
   handle_slots_.erase(found);  // the driver may hand the same value out again
 }
 
@@ -127,7 +85,6 @@ void dormant_mappings::swap_with_active(std::size_t head) noexcept {
   mark_pages(entry.head, entry.pages, 0);
   std::swap(entry.head, entry.active_head);
   mark_pages(entry.head, entry.pages, slot);
-  set_active_head(entry.handle, entry.active_head);  // the handle's other ranges
 }
 
 }  // namespace fragless::core

@@ -2,8 +2,7 @@
 // (Note [Dormant mappings]); the table itself is dormant_mappings.hpp.
 // Invariant: a dormant range is unmapped to the pool (no block lies there) and maps a
 // handle that is mapped elsewhere, or in transit to be, or was released while its unmap
-// failed; a handle lies dormant at kRangesPerHandle places at most; nothing is mapped over
-// a dormant range before it is unmapped.
+// failed; nothing is mapped over a dormant range before it is unmapped.
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"
 
@@ -23,8 +22,7 @@ namespace fragless::core {
 //  - before anything else is mapped over any page of the range (map_chunk);
 //  - when the chunk's handle is released (compaction, empty_cache, the growth rules), so
 //    released memory goes back to the device at once;
-//  - when the chunk moves on while it lies dormant at kRangesPerHandle (4) places already:
-//    the oldest of them goes (a chunk keeps its four most recent places);
+//  - when the chunk moves again, to a third place (a chunk has one dormant range at most);
 //  - before a CUDA graph capture begins (begin_capture), since a capture refuses unmaps
 //    (Note [Capture underway]) and a block placed over a dormant range needs one. From the
 //    moment begin_capture starts until the capture ends, a move unmaps at once instead of
@@ -53,23 +51,17 @@ namespace fragless::core {
 // fewer device calls in all (6.6 % in the first pass; `quantized-attention` 21 %,
 // `unet-resolution` 17 %), the same peaks (1.0088x -> 1.0086x the ideal) and fifth-pass
 // host time -- docs/compaction.md, "Kept: deferred unmaps".
-// A chunk keeps more than one place because loops trade pages among more than two: a
-// chunk moved A -> B -> C, with one dormant range, had A unmapped at the second move, and a
-// block made at A again took another chunk there by a move (an unmap and a map, one of them
-// deferred); with A still dormant it takes the chunk back for no call. The rule's argument
-// holds as before -- each deferred unmap is made at most once -- and the pool still counts
-// the chunk's memory once however many addresses map it. Seeds 1-200 of every corpus
-// family, five repetitions, against one range per chunk: 0.5 % fewer device calls with two
-// ranges, 0.7 % with four (`unet-resolution` 2.8 %, `kv-cache-eviction` 2.1 %,
-// `model-swap` 1.8 %), the same with sixteen; peak geometric mean unchanged (1.0075x the
-// ideal), one seed more than 1 % higher and three lower -- docs/compaction.md, "More than
-// one place per chunk".
 // Most deferred unmaps are still made: the address is needed while the chunk is live
 // elsewhere. A chunk taken for a stitch (Note [Stitching]) leaves the range; its dormant
 // range stays until the stitch releases the handle and never wakes. If unmapping a released
 // handle's dormant range fails, the range stays an orphan, unmapped by the next
 // compaction pass (before the release is retried) or when its address is needed.
 // deferred_unmaps:false unmaps at once.
+// Tried and not kept: up to 2, 4 or 16 dormant ranges per chunk, so that a chunk moved on
+// to a third place could still come back to the first for no call -- 0.5-0.7 % fewer calls
+// on corpus seeds 1-200, but 4.7 % more on the shared traces with four (kv-cache-inference
+// 11,601 -> 15,098: more moves), single workloads swinging by a third with the bound
+// (docs/compaction.md, "Tried and not kept: more than one place per chunk").
 // Tried and not kept: preferring, among the chunks a move may take, one with no dormant
 // range (whose move defers an unmap rather than making one): the loops stopped settling --
 // 25 % more calls on the same seeds, and steady-pass calls on 652 more of them -- though
@@ -106,11 +98,10 @@ bool vmm_pool::wake_dormant_chunk(std::size_t at, std::size_t run_pages, std::si
 bool vmm_pool::leave_chunk_dormant(std::size_t head, backend::physical_handle* handle) noexcept {
   const backend::physical_handle moving = pages_.handle(head);
   const std::size_t count = pages_.chunk_pages(head);
-  while (dormant_.count_of_handle(moving) >= dormant_mappings::kRangesPerHandle) {
-    if (!unmap_dormant(*dormant_.oldest_of_handle(moving))) return false;
+  if (const dormant_mappings::mapping* earlier = dormant_.of_handle(moving); earlier != nullptr) {
+    if (!unmap_dormant(*earlier)) return false;
   }
   if (!dormant_.add(head, count, moving, dormant_mappings::npos)) return unmap_chunk(head, handle);  // no host memory
-  dormant_.set_active_head(moving, dormant_mappings::npos);  // in transit: its earlier ranges too, until mapped
   notify_segment_event(device_, segment_event_kind::unmap, pages_.page_address(head), count * pages_.page_bytes());
   *handle = pages_.set_unmapped(head);
   return true;

@@ -593,13 +593,9 @@ bool vmm_pool::unmap_chunk(std::size_t head, backend::physical_handle* handle) n
 
 void vmm_pool::release_handle(backend::physical_handle handle) noexcept {
   // Note [Dormant mappings]: released memory goes back to the device only once every
-  // mapping of it is gone; if a dormant one stays (the device refused), the rest stay orphans.
-  for (const dormant_mappings::mapping* dormant = dormant_.of_handle(handle); dormant != nullptr;
-       dormant = dormant_.of_handle(handle)) {
-    if (!unmap_dormant(*dormant)) {
-      dormant_.orphan(handle);
-      break;
-    }
+  // mapping of it is gone; if the dormant one stays (the device refused), it stays an orphan.
+  if (const dormant_mappings::mapping* dormant = dormant_.of_handle(handle); dormant != nullptr) {
+    if (!unmap_dormant(*dormant)) dormant_.orphan(handle);
   }
   if (backend_.release_physical(device_, handle) == backend::status::ok) {
     ++counters_.device_free;

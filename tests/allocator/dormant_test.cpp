@@ -1,14 +1,12 @@
 // Note [Dormant mappings], with a fake backend that keeps the driver's mapping rules (a
 // handle mapped whole, at any number of addresses; nothing mapped over a mapping; no
 // release while mapped): the table's invariants under random operations against a model,
-// a moved chunk left mapped where it was (at up to four places) and taken back for no call, deferred unmaps made
+// a moved chunk left mapped where it was and taken back for no call, deferred unmaps made
 // when the address is needed, on release, before a capture and at teardown, and refusals of
 // those unmaps leaving the pool consistent.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <map>
-#include <vector>
 #include <random>
 
 #include "backend/capture_aware_backend.hpp"
@@ -68,8 +66,7 @@ TEST_CASE("dormant table: random adds, removes, swaps and orphans match a model"
     std::size_t active_head;
     bool orphaned;
   };
-  std::map<std::size_t, entry> model;                                    // head -> entry
-  std::map<backend::physical_handle, std::vector<std::size_t>> ranges;  // handle -> heads, newest first
+  std::map<std::size_t, entry> model;  // head -> entry
   std::mt19937_64 random(7);
   backend::physical_handle next_handle = 1;
   auto free_run = [&](std::size_t head, std::size_t pages) {
@@ -78,40 +75,21 @@ TEST_CASE("dormant table: random adds, removes, swaps and orphans match a model"
       if (other_head < head + pages && head < other_head + other.pages) return false;
     return true;
   };
-  auto forget = [&](std::size_t head) {
-    auto& heads = ranges[model.at(head).handle];
-    heads.erase(std::find(heads.begin(), heads.end(), head));
-    if (heads.empty()) ranges.erase(model.at(head).handle);
-  };
   for (int step = 0; step < 20000; ++step) {
     const auto choice = random() % 10;
     const std::size_t head = random() % kPages;
     const std::size_t pages = 1 + random() % 6;
     if (choice < 4) {
       if (!free_run(head, pages)) continue;
-      // Half the time one more range of a handle that has some (Note [Dormant mappings]:
-      // a chunk dormant at several places), mapped where its other ranges say it is.
-      if (random() % 2 == 0 && !ranges.empty()) {
-        auto at = std::next(ranges.begin(), static_cast<long>(random() % ranges.size()));
-        if (at->second.size() >= core::dormant_mappings::kRangesPerHandle) continue;
-        const std::size_t active = model.at(at->second.front()).active_head;
-        REQUIRE(table.add(head, pages, at->first, active));
-        model[head] = entry{pages, at->first, active, false};
-        at->second.insert(at->second.begin(), head);
-        continue;
-      }
       const std::size_t active = random() % 2 ? random() % kPages : core::dormant_mappings::npos;
       REQUIRE(table.add(head, pages, next_handle, active));
-      model[head] = entry{pages, next_handle, active, false};
-      ranges[next_handle++].push_back(head);
+      model[head] = entry{pages, next_handle++, active, false};
     } else if (choice < 6 && !model.empty()) {
       auto at = std::next(model.begin(), static_cast<long>(random() % model.size()));
       table.remove(at->first);
-      if (!at->second.orphaned) forget(at->first);
       model.erase(at);
     } else if (choice < 8 && !model.empty()) {
-      // A chunk mapped at a free place of its own length goes back to its dormant range;
-      // its other ranges then name that range as where it is mapped.
+      // A chunk mapped at a free place of its own length goes back to its dormant range.
       auto at = std::next(model.begin(), static_cast<long>(random() % model.size()));
       if (at->second.orphaned) continue;
       const std::size_t active = random() % kPages;
@@ -125,26 +103,14 @@ TEST_CASE("dormant table: random adds, removes, swaps and orphans match a model"
       table.set_active_head(moved.handle, active);
       table.swap_with_active(old_head);
       model[active] = entry{moved.pages, moved.handle, old_head, false};
-      for (std::size_t& sibling : ranges[moved.handle]) {
-        if (sibling == old_head)
-          sibling = active;
-        else
-          model.at(sibling).active_head = old_head;
-      }
     } else if (!model.empty()) {
       auto at = std::next(model.begin(), static_cast<long>(random() % model.size()));
-      if (at->second.orphaned) continue;
-      const backend::physical_handle handle = at->second.handle;
-      table.orphan(handle);
-      for (const std::size_t sibling : ranges[handle]) {
-        model.at(sibling).orphaned = true;
-        model.at(sibling).active_head = core::dormant_mappings::npos;
-      }
-      ranges.erase(handle);
+      table.orphan(at->second.handle);
+      at->second.orphaned = true;
+      at->second.active_head = core::dormant_mappings::npos;
     }
-    // The walker: every model range is found from each of its pages, each handle's newest
-    // and oldest ranges and their count by the handle (orphans by pages only), nothing
-    // else is, and the counts agree.
+    // The walker: every model range is found from each of its pages and by its handle
+    // (orphans by pages only), nothing else is, and the counts agree.
     if (step % 97 != 0) continue;
     REQUIRE(table.size() == model.size());
     std::size_t orphans = 0;
@@ -155,18 +121,13 @@ TEST_CASE("dormant table: random adds, removes, swaps and orphans match a model"
       CHECK(found->orphaned == expected.orphaned);
       if (!expected.orphaned) {
         CHECK(found->active_head == expected.active_head);
+        CHECK(table.of_handle(expected.handle) == found);
       } else {
         ++orphans;
+        CHECK(table.of_handle(expected.handle) == nullptr);
       }
       CHECK(table.first_overlapping(range_head + expected.pages - 1, range_head + expected.pages) == found);
     }
-    for (const auto& [handle, heads] : ranges) {
-      CHECK(table.of_handle(handle) == table.starting_at(heads.front()));
-      CHECK(table.oldest_of_handle(handle) == table.starting_at(heads.back()));
-      CHECK(table.count_of_handle(handle) == heads.size());
-    }
-    for (backend::physical_handle handle = 1; handle < next_handle; ++handle)
-      if (ranges.count(handle) == 0) CHECK(table.of_handle(handle) == nullptr);
     CHECK((table.first_orphan() != nullptr) == (orphans > 0));
     std::size_t covered = 0;
     for (std::size_t page = 0; page < kPages;) {
@@ -329,41 +290,4 @@ TEST_CASE("a refused deferred unmap fails only that mapping, and a refused one o
     CHECK(f.device_backend->aliased_handles() == 0);
     f.check();
   }
-}
-
-TEST_CASE("a chunk moved on to a third place stays dormant at both, and comes back to the first for no call",
-          "[dormant]") {
-  // One-page chunks: X's page k moves under B (X's range dormant), then, B freed, under C
-  // past a fence; k now lies dormant at two places and is mapped at a third. A block of
-  // X's size fits X's old range best and takes k back there for no call.
-  fixture f;
-  void* x = f.instance.allocate(kPage, 0, nullptr);
-  void* fence = f.instance.allocate(kPage, 0, nullptr);
-  f.instance.deallocate(x);
-  void* b = f.instance.allocate(2 * kPage, 0, nullptr);  // k moved under B, one page created
-  void* wide_fence = f.instance.allocate(2 * kPage, 0, nullptr);
-  const device_stats after_b = f.cache().stats();
-  REQUIRE(after_b.num_page_moves == 1);
-  f.instance.deallocate(b);
-  void* c = f.instance.allocate(3 * kPage, 0, nullptr);  // B's two chunks moved under C, one created
-  const device_stats after_c = f.cache().stats();
-  REQUIRE(after_c.num_page_moves == after_b.num_page_moves + 2);
-  CHECK(after_c.num_unmap == 0);  // X's range stayed dormant: k has two dormant ranges
-  const auto x_address = reinterpret_cast<std::uintptr_t>(x);
-  const auto b_address = reinterpret_cast<std::uintptr_t>(b);
-  CHECK(f.device_backend->is_mapped(x_address, kPage));
-  CHECK(f.device_backend->is_mapped(b_address, 2 * kPage));
-  f.instance.deallocate(c);
-  void* w = f.instance.allocate(kPage, 0, nullptr);
-  CHECK(reinterpret_cast<std::uintptr_t>(w) == x_address);
-  const device_stats after_w = f.cache().stats();
-  CHECK(after_w.num_dormant_returns == after_c.num_dormant_returns + 1);
-  CHECK(device_calls(after_w) == device_calls(after_c));
-  f.check();
-  // Released, every mapping of every chunk goes: three addresses for k.
-  for (void* block : {fence, wide_fence, w}) f.instance.deallocate(block);
-  f.cache().release_cache(0);
-  CHECK(f.device_backend->mapping_count() == 0);
-  CHECK(f.device_backend->used_bytes() == 0);
-  f.check();
 }
