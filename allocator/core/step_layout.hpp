@@ -65,6 +65,9 @@ struct layout_race {
   static constexpr std::size_t kRunning = SIZE_MAX;
   static constexpr std::size_t kBeaten = SIZE_MAX;  // what a stopped order returns
   std::atomic<std::size_t> finished_spans[kLayoutOrderCount];
+  // The step's peak: no layout is narrower, so an order finished there beats every later
+  // order before it places a block. 0 where unknown.
+  std::size_t floor_bytes = 0;
   layout_race() noexcept {
     for (std::atomic<std::size_t>& span : finished_spans) span.store(kRunning, std::memory_order_relaxed);
   }

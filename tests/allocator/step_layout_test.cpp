@@ -208,6 +208,34 @@ TEST_CASE("an order stops once a finished order's span beats it, earlier orders 
   CHECK((span == fragless::core::layout_race::kBeaten || span < first_span));
 }
 
+TEST_CASE("an order finished at the step's peak beats every later order before it places a block", "[step_layout]") {
+  fragless::core::layout_race race;
+  race.floor_bytes = 100;
+  race.finished_spans[1].store(100);
+  CHECK(race.beaten(2, 0));
+  CHECK(race.beaten(3, 0));
+  CHECK_FALSE(race.beaten(0, 0));   // an earlier order may still tie, and would win
+  CHECK_FALSE(race.beaten(0, 100));
+  race.finished_spans[1].store(101);  // above the peak: a later order may yet be narrower
+  CHECK_FALSE(race.beaten(2, 0));
+  // A step every order lays out at its peak: the later orders are stopped, and the layout
+  // is the first order's, checked for overlaps.
+  std::vector<step_block> step;
+  for (std::size_t index = 0; index < 8; ++index) step.push_back(make_block(index, 4096 * (index + 1), 2 * index, 2 * index + 1, 16, 0));
+  const std::size_t peak = fragless::core::step_peak_bytes(step);
+  std::vector<step_block> first = step;
+  REQUIRE(lay_out(first, kLayoutOrders[0], nullptr) == peak);
+  fragless::core::layout_race serial;
+  serial.floor_bytes = peak;
+  serial.finished_spans[0].store(peak);
+  std::vector<step_block> again = step;
+  CHECK(fragless::core::lay_out_in(again, fragless::core::placing_order(step, kLayoutOrders[1]), nullptr, &serial, 1) ==
+        fragless::core::layout_race::kBeaten);
+  std::vector<step_block> narrowest = step;
+  CHECK(lay_out_narrowest(narrowest, 16, nullptr, false) == peak);
+  for (std::size_t index = 0; index < narrowest.size(); ++index) CHECK(narrowest[index].offset_bytes == first[index].offset_bytes);
+}
+
 TEST_CASE("a cancelled layout stops at once", "[step_layout]") {
   const std::vector<step_block> step = random_step(3, 60, 64);
   const std::atomic<bool> cancelled{true};
