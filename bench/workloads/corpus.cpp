@@ -32,6 +32,10 @@ const family_entry families[] = {
     {"rlhf-ppo", generate_rlhf_ppo},
     {"model-swap", generate_model_swap},
     {"graph-batches", generate_graph_batches},
+    // Note [Third held-out wave]
+    {"two-loops", generate_two_loops},
+    {"train-eval-checkpoint", generate_train_eval_checkpoint},
+    {"speculative-decoding", generate_speculative_decoding},
 };
 
 std::uint64_t peak_live_bytes(const traces::trace& t) {

@@ -1,6 +1,7 @@
 // corpus: the generated workload corpus (issue "a generated workload corpus no one can
-// tune to"). Fourteen families of what real programs do to an allocator (the last six
-// held out, in two waves: Note [Held-out families], Note [Second held-out wave]), each a seeded
+// tune to"). Seventeen families of what real programs do to an allocator (the last nine
+// held out, in three waves: Note [Held-out families], Note [Second held-out wave], Note
+// [Third held-out wave]), each a seeded
 // multi-step loop whose sizes, counts and lifetimes come from wide distributions. A corpus
 // workload is named "corpus:FAMILY:SEED"; the name fully determines the trace.
 // Invariant: generate_corpus_workload(f, s) is a pure function of (f, s), byte for byte,
@@ -36,7 +37,8 @@ traces::trace generate_corpus_source(const std::string& source);
 
 // The families, one generator each (corpus_training_families.cpp,
 // corpus_serving_families.cpp, corpus_held_out_families.cpp: Note [Held-out families],
-// corpus_second_wave_families.cpp: Note [Second held-out wave]). `name` is the trace's name.
+// corpus_second_wave_families.cpp: Note [Second held-out wave],
+// corpus_third_wave_families.cpp: Note [Third held-out wave]). `name` is the trace's name.
 traces::trace generate_huge_tensors(const std::string& name, std::uint64_t seed);
 traces::trace generate_dynamic_shapes(const std::string& name, std::uint64_t seed);
 traces::trace generate_activation_recompute(const std::string& name, std::uint64_t seed);
@@ -51,5 +53,8 @@ traces::trace generate_quantized_attention(const std::string& name, std::uint64_
 traces::trace generate_rlhf_ppo(const std::string& name, std::uint64_t seed);
 traces::trace generate_model_swap(const std::string& name, std::uint64_t seed);
 traces::trace generate_graph_batches(const std::string& name, std::uint64_t seed);
+traces::trace generate_two_loops(const std::string& name, std::uint64_t seed);
+traces::trace generate_train_eval_checkpoint(const std::string& name, std::uint64_t seed);
+traces::trace generate_speculative_decoding(const std::string& name, std::uint64_t seed);
 
 }  // namespace fragless::bench
