@@ -45,7 +45,12 @@ const char loop_plan::kFreesUnrecordedBlock[] = "frees a block made before recor
 // was 1,024 blocks with two orders; four take 3-5 ms for 1,000 blocks on the allocating
 // thread, so it is 256 now. In a child forked while a layout was under way the thread does not
 // exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
-// out every step on the allocating thread.
+// out every step on the allocating thread. A large step whose placing starts at the very
+// next event -- a whole pass, found where it ends -- is laid out at once too (up to a
+// second or more); sending it to the threads and placing a step later hides that in a
+// program whose steps take time, but costs a step of moves: tried and not kept
+// (docs/compaction.md, "Tried and not kept: such a step laid out on threads, placing a
+// step later").
 struct loop_plan::layout_job {
   std::vector<step_block> blocks;
   std::size_t phases = 0;  // the step's events
