@@ -6,6 +6,7 @@
 // Invariant: whatever is live at the end of a step is state the family keeps on purpose
 // (weights, optimizer state, the models resident in the server's budget).
 #include "corpus.hpp"
+#include "corpus_layers.hpp"
 #include "tensor_timeline.hpp"
 
 #include <algorithm>
@@ -24,35 +25,6 @@ namespace fragless::bench {
 // heavy tail every step (sampled subgraphs, whose edge counts vary by orders of
 // magnitude).
 
-namespace {
-
-// The four matrices of a transformer layer of width h, as (rows, columns).
-struct matrix_shape {
-  std::uint64_t rows, columns;
-};
-std::vector<matrix_shape> layer_matrices(std::uint64_t h) { return {{3 * h, h}, {h, h}, {4 * h, h}, {h, 4 * h}}; }
-
-std::uint64_t capped(std::uint64_t bytes) { return std::clamp<std::uint64_t>(bytes, 1, corpus_max_block_bytes); }
-
-// A transformer's forward over `tokens` tokens without autograd: each layer's
-// activations are freed as soon as the next one is made.
-void forward_without_grad(tensor_timeline& tl, std::uint64_t tokens, std::uint64_t h, std::uint64_t layers) {
-  std::uint64_t x = tl.bytes(capped(tokens * h * bf16));
-  for (std::uint64_t l = 0; l < layers; ++l) {
-    const std::uint64_t qkv = tl.bytes(capped(tokens * 3 * h * bf16));
-    const std::uint64_t attended = tl.bytes(capped(tokens * h * bf16));
-    tl.free(qkv);
-    const std::uint64_t hidden = tl.bytes(capped(tokens * 4 * h * bf16));
-    tl.free(attended);
-    const std::uint64_t out = tl.bytes(capped(tokens * h * bf16));
-    tl.free(hidden);
-    tl.free(x);
-    x = out;
-  }
-  tl.free(x);
-}
-
-}  // namespace
 
 // PPO from feedback on one GPU: an actor and a critic trained (bf16 weights, fp32 master
 // weights, Adam state from their first update, gradients freed after each), a frozen
@@ -95,7 +67,7 @@ traces::trace generate_rlhf_ppo(const std::string& name, std::uint64_t seed) {
       // Generation: the actor's KV caches, one per layer for keys and values.
       std::vector<std::uint64_t> caches;
       for (std::uint64_t l = 0; l < 2 * actor_layers; ++l) caches.push_back(tl.bytes(capped(batch * prompt * h * bf16)));
-      forward_without_grad(tl, batch * prompt, h, actor_layers);  // prefill
+      forward_without_grad(tl, batch * prompt, h, actor_layers, forward_layer::attention_and_mlp);  // prefill
       for (std::uint64_t t = 0; t < response; ++t) {
         tl.scratch(fp32, {batch, vocabulary});  // logits of the next token
         if ((t + 1) % growth_tokens != 0 && t + 1 != response) continue;
@@ -110,7 +82,7 @@ traces::trace generate_rlhf_ppo(const std::string& name, std::uint64_t seed) {
       std::vector<std::uint64_t> experience;
       experience.push_back(tl.tensor(int64_bytes, {batch, total}));  // the sequences
       for (const model& m : models) {
-        forward_without_grad(tl, batch * total, h, m.layers);
+        forward_without_grad(tl, batch * total, h, m.layers, forward_layer::attention_and_mlp);
         experience.push_back(tl.tensor(fp32, {batch, response}));
       }
       const std::uint64_t advantages = tl.tensor(fp32, {batch, response});
@@ -248,7 +220,7 @@ traces::trace generate_model_swap(const std::string& name, std::uint64_t seed) {
           const matrix_shape s = layer_matrices(m.h)[0];
           tl.scratch(bf16, {s.rows, s.columns});
         }
-        forward_without_grad(tl, batch * length, m.h, m.layers);
+        forward_without_grad(tl, batch * length, m.h, m.layers, forward_layer::attention_and_mlp);
         tl.scratch(fp32, {batch, vocabulary});
         for (std::uint64_t id : adapter) tl.free(id);
       }

@@ -6,6 +6,7 @@
 // Invariant: whatever is live at the end of the trace is state the family keeps on purpose
 // (weights, optimizer state, the server's caches of requests still running).
 #include "corpus.hpp"
+#include "corpus_layers.hpp"
 #include "tensor_timeline.hpp"
 
 #include <algorithm>
@@ -31,10 +32,12 @@ namespace {
 
 constexpr std::uint64_t kib = std::uint64_t{1} << 10, mib = std::uint64_t{1} << 20;
 
-std::uint64_t capped(std::uint64_t bytes) { return std::clamp<std::uint64_t>(bytes, 1, corpus_max_block_bytes); }
-
 // The four matrices of a transformer layer of width h, in elements.
-std::vector<std::uint64_t> layer_weight_elements(std::uint64_t h) { return {3 * h * h, h * h, 4 * h * h, 4 * h * h}; }
+std::vector<std::uint64_t> layer_weight_elements(std::uint64_t h) {
+  std::vector<std::uint64_t> elements;
+  for (const matrix_shape& shape : layer_matrices(h)) elements.push_back(shape.elements());
+  return elements;
+}
 
 // One program's operations, recorded before the programs are interleaved: an allocation
 // names a slot, a free the slot it frees; `time` places it among the other program's.
@@ -80,20 +83,6 @@ private:
   std::size_t& slots_;
   std::uint64_t begin_ = 0, step_ = 1, made_ = 0, last_ = 0;
 };
-
-// A forward without autograd through `layers` layers of width h over `tokens` tokens:
-// each layer's activations freed once the next one is made.
-void forward_without_grad(tensor_timeline& tl, std::uint64_t tokens, std::uint64_t h, std::uint64_t layers) {
-  std::uint64_t x = tl.bytes(capped(tokens * h * bf16));
-  for (std::uint64_t l = 0; l < layers; ++l) {
-    const std::uint64_t hidden = tl.bytes(capped(tokens * 4 * h * bf16));
-    const std::uint64_t out = tl.bytes(capped(tokens * h * bf16));
-    tl.free(hidden);
-    tl.free(x);
-    x = out;
-  }
-  tl.free(x);
-}
 
 }  // namespace
 
@@ -271,7 +260,7 @@ traces::trace generate_train_eval_checkpoint(const std::string& name, std::uint6
       if ((step + 1) % eval_every == 0) {
         std::uint64_t predictions = 0, gathered = 0;
         for (std::uint64_t batch = 0; batch < eval_batches; ++batch) {
-          forward_without_grad(tl, eval_tokens, h, layers);
+          forward_without_grad(tl, eval_tokens, h, layers, forward_layer::mlp_only);
           const std::uint64_t logits = tl.bytes(capped(eval_tokens * vocabulary * fp32));
           tl.scratch(fp32, {eval_tokens});  // the loss
           gathered += eval_tokens;
@@ -335,8 +324,8 @@ traces::trace generate_speculative_decoding(const std::string& name, std::uint64
       bool changed = false;
       if (batch.size() < max_batch && (batch.empty() || random.chance(25))) {
         const request joining{random.log_uniform(16, 2048), 0};
-        forward_without_grad(tl, joining.length, h, layers);  // prefill, both models
-        forward_without_grad(tl, joining.length, draft_h, draft_layers);
+        forward_without_grad(tl, joining.length, h, layers, forward_layer::mlp_only);  // prefill, both models
+        forward_without_grad(tl, joining.length, draft_h, draft_layers, forward_layer::mlp_only);
         batch.push_back({joining.length, joining.length + random.log_uniform(16, 1024)});
         changed = true;
       }
@@ -344,10 +333,10 @@ traces::trace generate_speculative_decoding(const std::string& name, std::uint64
       if (changed || needed > capacity) rebuild(std::max(needed, capacity));
       const std::uint64_t n = batch.size();
       for (std::uint64_t t = 0; t < lookahead; ++t) {  // the draft, a token at a time
-        forward_without_grad(tl, n, draft_h, draft_layers);
+        forward_without_grad(tl, n, draft_h, draft_layers, forward_layer::mlp_only);
         tl.scratch(fp32, {n, vocabulary});
       }
-      forward_without_grad(tl, n * (lookahead + 1), h, layers);  // the target checks them all
+      forward_without_grad(tl, n * (lookahead + 1), h, layers, forward_layer::mlp_only);  // the target checks them all
       const std::uint64_t logits = tl.tensor(fp32, {n, lookahead + 1, vocabulary});
       tl.scratch(int64_bytes, {n, lookahead + 1});  // the accepted tokens
       tl.free(logits);
