@@ -306,7 +306,8 @@ traces::trace generate_speculative_decoding(const std::string& name, std::uint64
     auto rebuild = [&](std::uint64_t needed) {
       capacity = (needed + block_tokens - 1) / block_tokens * block_tokens;
       const std::uint64_t requests = std::max<std::size_t>(1, batch.size());
-      for (auto [list, width, count] : {std::tuple{&caches, h, layers}, std::tuple{&draft_caches, draft_h, draft_layers}}) {
+      const auto models = {std::tuple{&caches, h, layers}, std::tuple{&draft_caches, draft_h, draft_layers}};
+      for (auto [list, width, count] : models) {
         std::vector<std::uint64_t> made;
         for (std::uint64_t i = 0; i < 2 * count; ++i) {
           made.push_back(tl.bytes(capped(requests * capacity * width * bf16)));

@@ -214,14 +214,15 @@ TEST_CASE("an order finished at the step's peak beats every later order before i
   race.finished_spans[1].store(100);
   CHECK(race.beaten(2, 0));
   CHECK(race.beaten(3, 0));
-  CHECK_FALSE(race.beaten(0, 0));   // an earlier order may still tie, and would win
+  CHECK_FALSE(race.beaten(0, 0));  // an earlier order may still tie, and would win
   CHECK_FALSE(race.beaten(0, 100));
   race.finished_spans[1].store(101);  // above the peak: a later order may yet be narrower
   CHECK_FALSE(race.beaten(2, 0));
   // A step every order lays out at its peak: the later orders are stopped, and the layout
   // is the first order's, checked for overlaps.
   std::vector<step_block> step;
-  for (std::size_t index = 0; index < 8; ++index) step.push_back(make_block(index, 4096 * (index + 1), 2 * index, 2 * index + 1, 16, 0));
+  for (std::size_t index = 0; index < 8; ++index)
+    step.push_back(make_block(index, 4096 * (index + 1), 2 * index, 2 * index + 1, 16, 0));  // lifetimes apart
   const std::size_t peak = fragless::core::step_peak_bytes(step);
   std::vector<step_block> first = step;
   REQUIRE(lay_out(first, kLayoutOrders[0], nullptr) == peak);
