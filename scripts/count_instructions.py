@@ -16,7 +16,13 @@ machine two counts of one library differed by 0.3 % on `huge-tensors` seed 1), s
 bound at load (LD_BIND_NOW: the dynamic linker resolves a function at its first call, inside
 or outside the counted calls depending on which thread calls it first -- up to 5,000
 instructions, 0.16 % of that seed) and collection on only inside the peer's allocate and
-deallocate calls. Reported per seed: instructions in those calls (which include simcuda's
+deallocate calls. Counts are not always the same, though: `moe-routing` seed 1's layouts
+take one of two counts (43.41 or 46.84 M in all, run to run, under load or not, in this
+release's library and the one before), and once in a clean-clone CI run its count outside
+the layouts read 1.4 % above the other library's (10.52 against 10.37 M; 10.37 in more
+than twenty runs since) -- work that depends on something outside the trace (not found:
+addresses, or timing). With --max-ratio-spread a seed beyond the spread is counted again
+once, and judged on the recount. Reported per seed: instructions in those calls (which include simcuda's
 emulation of the device calls they make, the same for two libraries that make the same
 calls), of which in step layouts (lay_out_narrowest), and the rest -- the allocator's own
 paths; and whether peaks and device calls by pass matched between the libraries.
@@ -152,8 +158,18 @@ def main():
             a, b = rows[0][0] - rows[0][1], rows[1][0] - rows[1][1]
             same = all(rows[0][2].get(key) == rows[1][2].get(key) for key in ("peak_reserved_bytes", "calls_by_pass"))
             line += "  %5.3f  %s" % (a / b if b else 0, "yes" if same else "NO")
-            if args.max_ratio_spread and (not same or b == 0 or abs(a / b - 1) > args.max_ratio_spread):
-                failed.append(label)
+            beyond = lambda a, b, same: not same or b == 0 or abs(a / b - 1) > args.max_ratio_spread
+            if args.max_ratio_spread and beyond(a, b, same):
+                # Rare runs read differently (module docstring): counted again once, judged there.
+                again = [count(trace, libraries[index], index, args.repetitions, work) for index in range(2)]
+                if any(calls is None for calls, _, _ in again):
+                    failed.append(label)
+                else:
+                    a2, b2 = again[0][0] - again[0][1], again[1][0] - again[1][1]
+                    same2 = all(again[0][2].get(key) == again[1][2].get(key) for key in ("peak_reserved_bytes", "calls_by_pass"))
+                    line += "  (counted again: %.2f / %.2f M, %5.3f)" % (a2 / 1e6, b2 / 1e6, a2 / b2 if b2 else 0)
+                    if beyond(a2, b2, same2):
+                        failed.append(label)
         print(line)
     line = "%-28s" % "total"
     for all_calls, no_layouts in totals:
