@@ -22,12 +22,6 @@ namespace fragless::bench {
 // they motivate is to be said so where it is described. Each models a common program
 // whose allocation pattern the first eight do not cover.
 
-namespace {
-
-constexpr std::uint64_t mib = std::uint64_t{1} << 20;
-
-}  // namespace
-
 // Sharded data parallelism (FSDP, ZeRO-3), one rank of `world`: each unit's parameters
 // are kept as a 1/world shard (bf16, with fp32 master weights and Adam state, and an fp32
 // gradient shard from the first backward on) and all-gathered into a full-size buffer on a

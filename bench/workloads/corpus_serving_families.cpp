@@ -13,10 +13,6 @@
 
 namespace fragless::bench {
 
-namespace {
-constexpr std::uint64_t mib = std::uint64_t{1} << 20;
-}  // namespace
-
 // Many streams (4..16) issuing work in an interleaved order; each block lives for a drawn
 // number of the program's operations, so it is freed while other streams' blocks come and
 // go (what record_stream / cross-stream frees look like once replayed at free_completed).

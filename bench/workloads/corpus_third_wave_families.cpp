@@ -30,8 +30,6 @@ namespace fragless::bench {
 
 namespace {
 
-constexpr std::uint64_t kib = std::uint64_t{1} << 10, mib = std::uint64_t{1} << 20;
-
 // The four matrices of a transformer layer of width h, in elements.
 std::vector<std::uint64_t> layer_weight_elements(std::uint64_t h) {
   std::vector<std::uint64_t> elements;

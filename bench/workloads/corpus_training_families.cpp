@@ -14,8 +14,6 @@ namespace fragless::bench {
 
 namespace {
 
-constexpr std::uint64_t mib = std::uint64_t{1} << 20;
-
 // A small temporary between big ones (an index tensor, a reduction's scratch).
 void small_temporaries(tensor_timeline& tl, workload_random& random, std::uint64_t most) {
   const std::uint64_t count = random.between(0, most);

@@ -17,6 +17,7 @@ namespace fragless::bench {
 
 // Element sizes, in bytes, shared by the generators.
 inline constexpr std::uint64_t fp32 = 4, bf16 = 2, int64_bytes = 8;
+inline constexpr std::uint64_t kib = std::uint64_t{1} << 10, mib = std::uint64_t{1} << 20;
 inline constexpr std::uint64_t vocabulary = 32000;  // token vocabulary of the language models
 
 class tensor_timeline {
