@@ -44,6 +44,7 @@ struct layout_row {
   std::size_t peak_bytes = 0;
   std::size_t span_bytes = 0;
   double layout_ms = 0;  // this thread's CPU time
+  std::uint64_t offsets_digest = 0;  // FNV-1a over every block's offset: the layout itself
   bool valid = true;
   std::string conflict;
 };
@@ -59,6 +60,18 @@ double thread_cpu_ms() {
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+// Two runs laid a step out the same way if their digests agree (a change to the layout
+// stage meant to be faster only is checked so: every offset, not only the span).
+std::uint64_t offsets_digest(const std::vector<core::step_block>& blocks) {
+  std::uint64_t digest = 0xcbf29ce484222325ull;
+  for (const core::step_block& block : blocks)
+    for (std::size_t byte = 0; byte < sizeof(block.offset_bytes); ++byte) {
+      digest ^= (block.offset_bytes >> (8 * byte)) & 0xff;
+      digest *= 0x100000001b3ull;
+    }
+  return digest;
 }
 
 layout_row lay_out_task(const layout_task& task, const std::string& out_dir) {
@@ -82,6 +95,7 @@ layout_row lay_out_task(const layout_task& task, const std::string& out_dir) {
   row.span_bytes = core::lay_out_narrowest(instance.blocks, instance.phases, nullptr, false);
   row.layout_ms = thread_cpu_ms() - start_ms;
   row.valid = layout_is_valid(instance.blocks, &row.conflict);
+  row.offsets_digest = offsets_digest(instance.blocks);
   return row;
 }
 
@@ -89,12 +103,18 @@ double span_over_peak(const layout_row& row) {
   return row.peak_bytes == 0 ? 1.0 : static_cast<double>(row.span_bytes) / static_cast<double>(row.peak_bytes);
 }
 
+std::string hex_digest(std::uint64_t digest) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(digest));
+  return text;
+}
+
 std::string format_csv(const std::vector<layout_row>& rows) {
-  std::string out = "source,family,blocks,phases,peak_bytes,span_bytes,span_over_peak,layout_ms,valid\n";
+  std::string out = "source,family,blocks,phases,peak_bytes,span_bytes,span_over_peak,layout_ms,valid,offsets_digest\n";
   for (const layout_row& row : rows)
     out += row.source + "," + row.family + "," + std::to_string(row.blocks) + "," + std::to_string(row.phases) + "," +
            std::to_string(row.peak_bytes) + "," + std::to_string(row.span_bytes) + "," + fixed(span_over_peak(row), 5) +
-           "," + fixed(row.layout_ms, 3) + "," + (row.valid ? "1" : "0") + "\n";
+           "," + fixed(row.layout_ms, 3) + "," + (row.valid ? "1" : "0") + "," + hex_digest(row.offsets_digest) + "\n";
   return out;
 }
 
