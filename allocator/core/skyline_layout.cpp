@@ -143,6 +143,21 @@ struct search_block {
 // three runs): 1.99 s -> 1.67 s after Note [Lifetime columns] (2.56 s before both), every
 // offset the same; kCandidates 32 or 64 were slower (the frames copy them), 16 the
 // fastest of the three.
+
+// Note [Skyline bound]
+// The search backs up from a turn whose layout must end at or above the narrowest span
+// known: at some phase the skyline there plus the unplaced blocks' live bytes there
+// reaches it (Note [Skyline layout]). A turn changes the skyline only over the placed
+// block's lifetime, where it becomes the block's top, and lowers the unplaced bytes there
+// by the block's size, so the bound after it is the one before, or that top plus the most
+// the unplaced blocks hold over the lifetime -- a range's maximum of the phase max tree
+// that already answers "the most at any phase" (Note [Canonical turns]), O(log phases).
+// It used to be a walk over every phase of the lifetime, once to place and once to undo,
+// which also kept each phase's skyline height: heights nothing read, since a turn's
+// choices come from the unplaced blocks' floors, raised as blocks are placed. The walk was
+// a sixth of the time of the steps of a serving family's whole pass (5,772 phases, blocks
+// live over most of them). The same bound, so the same turns and layouts (the digests
+// of Note [Repair gathering]'s check).
 constexpr unsigned kRankBits = 16;
 constexpr std::size_t kMaxSkylineBlocks = std::size_t{1} << kRankBits;
 constexpr std::uint64_t kRankMask = (std::uint64_t{1} << kRankBits) - 1;
@@ -164,11 +179,12 @@ public:
                          static_cast<std::uint32_t>(block.lifetime())});
       phases = std::max(phases, block.first_end);
     }
-    height_bytes_.assign(phases, 0);
-    remaining_bytes_.assign(phases, 0);
-    for (const search_block& block : blocks_)
-      for_each_phase(block, [&](std::size_t phase) { remaining_bytes_[phase] += block.size_bytes; });
-    most_remaining_ = phase_max_tree(remaining_bytes_);
+    std::vector<std::size_t> remaining_bytes(phases, 0);  // at each phase, every block's live bytes
+    for (const search_block& block : blocks_) {
+      for (std::size_t phase = block.first_begin; phase < block.first_end; ++phase) remaining_bytes[phase] += block.size_bytes;
+      for (std::size_t phase = 0; phase < block.second_end; ++phase) remaining_bytes[phase] += block.size_bytes;
+    }
+    most_remaining_ = phase_max_tree(remaining_bytes);
     excluded_floor_bytes_.assign(count, kNotExcluded);
     offset_bytes_.assign(count, 0);
     // Each block's rank under the preference, so that a turn compares floors and ranks.
@@ -237,7 +253,6 @@ public:
       const std::size_t base_bytes = unplaced_floor_bytes_[position_[index]];
       if (base_bytes + blocks_[index].size_bytes >= best_span_bytes_) continue;  // the best narrowed since
       if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return false;
-      current.height_mark = height_runs_.size();
       current.floor_mark = floor_changes_.size();
       current.placed = index;
       // Note [Canonical turns]: every block not placed yet goes at or above this floor.
@@ -268,7 +283,7 @@ private:
     std::size_t choices[kSkylineWidth];
     std::size_t count = 0, next = 0;
     std::size_t bound_bytes = 0;                  // the skyline plus unplaced live bytes, most at any phase
-    std::size_t height_mark = 0, floor_mark = 0;  // the undo logs before this frame's placed block
+    std::size_t floor_mark = 0;  // the undo log before this frame's placed block
     std::size_t placed = kNone;                   // the block this frame placed last, until undone
     // Note [Canonical turns]: the bar this turn's first choice had before the turn barred it
     // (an earlier turn's, on a lower floor), restored when the turn ends.
@@ -279,22 +294,12 @@ private:
     std::uint64_t candidate_threshold = kNoChoice;
     bool candidates_valid = false;
   };
-  // What a turn changed, to undo it: the skyline over the block's lifetime as runs of
-  // phases of one height (in the order for_each_phase visits them; a dive keeps every
-  // turn's, and the skyline is mostly flat over a lifetime), and each floor it raised (by
-  // its position in the unplaced list, which undoing the later turns restores).
-  struct height_run {
-    std::size_t old_bytes, phases;
-  };
+  // What a turn changed, to undo it besides the unplaced blocks' live bytes: each floor it
+  // raised (by its position in the unplaced list, which undoing the later turns restores).
+  // The skyline itself is kept only as those floors (Note [Skyline bound]).
   struct floor_change {
     std::size_t position, old_bytes;
   };
-
-  template <typename F>
-  static void for_each_phase(const search_block& block, F&& f) {
-    for (std::size_t phase = block.first_begin; phase < block.first_end; ++phase) f(phase);
-    for (std::size_t phase = 0; phase < block.second_end; ++phase) f(phase);
-  }
 
   // Note [Skyline turns]: the order of a turn's choices, floor first, then rank; kNoChoice
   // for a block that would end at or above the best span.
@@ -381,19 +386,12 @@ private:
   std::size_t place(std::size_t index, std::size_t base_bytes, std::size_t bound_bytes) {
     const search_block& block = blocks_[index];
     const std::size_t top_bytes = base_bytes + block.size_bytes;
-    const std::size_t first_run = height_runs_.size();
-    for_each_phase(block, [&](std::size_t phase) {
-      if (height_runs_.size() > first_run && height_runs_.back().old_bytes == height_bytes_[phase])
-        ++height_runs_.back().phases;
-      else
-        height_runs_.push_back({height_bytes_[phase], 1});
-      height_bytes_[phase] = top_bytes;
-      remaining_bytes_[phase] -= block.size_bytes;
-      bound_bytes = std::max(bound_bytes, top_bytes + remaining_bytes_[phase]);
-    });
+    add_remaining(block, -static_cast<std::int64_t>(block.size_bytes));
+    // Note [Skyline bound]: over the block's lifetime the skyline is its top now.
+    bound_bytes = std::max(bound_bytes, top_bytes + most_remaining_.most_in(block.first_begin, block.first_end));
+    if (block.second_end > 0) bound_bytes = std::max(bound_bytes, top_bytes + most_remaining_.most_in(0, block.second_end));
     // Out of the unplaced list: its last entry takes the block's position (undo_turn puts
     // them back, so the list is the same after a turn is undone).
-    add_remaining(block, -static_cast<std::int64_t>(block.size_bytes));
     remove_unplaced(position_[index]);
     offset_bytes_[index] = base_bytes;
     const std::size_t count = unplaced_.size();
@@ -441,14 +439,6 @@ private:
 
   void undo_turn(frame& turn) noexcept {
     const search_block& block = blocks_[turn.placed];
-    std::size_t run = turn.height_mark, run_left = 0;
-    for_each_phase(block, [&](std::size_t phase) {
-      if (run_left == 0) run_left = height_runs_[run++].phases;
-      height_bytes_[phase] = height_runs_[run - 1].old_bytes;
-      remaining_bytes_[phase] += block.size_bytes;
-      --run_left;
-    });
-    height_runs_.resize(turn.height_mark);
     add_remaining(block, static_cast<std::int64_t>(block.size_bytes));
     for (std::size_t change = floor_changes_.size(); change > turn.floor_mark; --change)
       unplaced_floor_bytes_[floor_changes_[change - 1].position] = floor_changes_[change - 1].old_bytes;
@@ -476,11 +466,11 @@ private:
   }
 
   std::vector<search_block> blocks_;
-  // The most the unplaced blocks hold at any phase (remaining_bytes_'s largest entry).
+  // At each phase, the unplaced blocks' live bytes: the most at any phase and over a range.
   phase_max_tree most_remaining_;
   // Note [Canonical turns]: by block, the floor it may not be placed on (kNotExcluded: none).
   std::vector<std::size_t> excluded_floor_bytes_;
-  std::vector<std::size_t> height_bytes_, remaining_bytes_, offset_bytes_, best_offsets_;
+  std::vector<std::size_t> offset_bytes_, best_offsets_;
   std::vector<std::size_t> rank_, by_rank_;  // by the preference, 0 first; the block of each rank
   // The blocks not placed (Note [Skyline turns]): their indices, and side by side their
   // floors, sizes, ranks and lifetimes; position_ is each block's index in the list.
@@ -488,7 +478,6 @@ private:
   std::vector<std::size_t> unplaced_floor_bytes_, unplaced_size_bytes_;
   std::vector<std::uint64_t> unplaced_rank_;
   lifetime_columns unplaced_lifetimes_;
-  std::vector<height_run> height_runs_;
   std::vector<floor_change> floor_changes_;
   std::vector<frame> frames_;
   // Note [Skyline turns]: blocks whose keys were the smallest at the last scan, and the

@@ -1,7 +1,7 @@
 // The phase max tree (core/phase_max_tree.hpp) against a plain array: after every range
-// addition its largest value is the array's, on random phase counts (powers of two and
-// not) and ranges, the values raised and lowered but never below zero, as the skyline
-// search uses it (Note [Canonical turns]).
+// addition its largest value is the array's, and so is its largest over a random range, on
+// random phase counts (powers of two and not) and ranges, the values raised and lowered but
+// never below zero, as the skyline search uses it (Note [Canonical turns]).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 using fragless::core::phase_max_tree;
 
-TEST_CASE("the phase max tree's largest value is the array's after every range addition", "[phase_max_tree]") {
+TEST_CASE("the phase max tree's largest value, of all and of a range, is the array's after every range addition", "[phase_max_tree]") {
   std::mt19937 random(7);
   for (const std::size_t phases : {1, 2, 3, 7, 8, 64, 100, 1000}) {
     INFO(phases << " phases");
@@ -35,6 +35,17 @@ TEST_CASE("the phase max tree's largest value is the array's after every range a
       for (std::size_t phase = begin; phase < end; ++phase)
         values[phase] = static_cast<std::size_t>(static_cast<std::int64_t>(values[phase]) + amount);
       REQUIRE(tree.most() == *std::max_element(values.begin(), values.end()));
+      for (int query = 0; query < 4; ++query) {
+        std::size_t from = random() % phases, to = random() % (phases + 1);
+        if (from > to) std::swap(from, to);
+        if (query == 0) to = std::min(phases, from + 1);  // a single phase
+        const std::size_t expected =
+            from == to ? 0
+                       : *std::max_element(values.begin() + static_cast<std::ptrdiff_t>(from),
+                                           values.begin() + static_cast<std::ptrdiff_t>(to));
+        INFO("phases [" << from << ", " << to << ")");
+        REQUIRE(tree.most_in(from, to) == expected);
+      }
     }
   }
   CHECK(phase_max_tree().most() == 0);
