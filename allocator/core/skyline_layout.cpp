@@ -388,7 +388,8 @@ private:
     const std::size_t top_bytes = base_bytes + block.size_bytes;
     add_remaining(block, -static_cast<std::int64_t>(block.size_bytes));
     // Note [Skyline bound]: over the block's lifetime the skyline is its top now.
-    bound_bytes = std::max(bound_bytes, top_bytes + most_remaining_.most_in(block.first_begin, block.first_end));
+    if (block.first_begin < block.first_end)
+      bound_bytes = std::max(bound_bytes, top_bytes + most_remaining_.most_in(block.first_begin, block.first_end));
     if (block.second_end > 0) bound_bytes = std::max(bound_bytes, top_bytes + most_remaining_.most_in(0, block.second_end));
     // Out of the unplaced list: its last entry takes the block's position (undo_turn puts
     // them back, so the list is the same after a turn is undone).
