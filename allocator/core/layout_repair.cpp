@@ -4,6 +4,7 @@
 #include "core/layout_repair.hpp"
 
 #include "core/lifetime_columns.hpp"
+#include "core/offset_order.hpp"
 
 #include <algorithm>
 #include <array>
@@ -62,11 +63,11 @@ namespace fragless::core {
 // speculative-decoding family: the sort 19.5 %, the gather around it 10.7 %), and two
 // binary searches per weighed place another 13 %. Now:
 //  - every block is kept in one list by (offset, end, index), moved within it as its
-//    offset changes (a binary search and a rotation of the entries between), and the
-//    blocks each one meets are also a row of bits; a gather whose sort would cost more
-//    than a walk of every block (row length x log2 of it at least the blocks' count)
-//    walks the list and keeps the placed blocks whose bit is set; a shorter one is sorted
-//    as before;
+//    offset changes (offset_order.hpp: a binary search and a rotation of the entries
+//    between), and the blocks each one meets are also a row of bits; a gather whose sort
+//    would cost more than a walk of every block (row length x log2 of it at least the
+//    blocks' count) walks the list and keeps the placed blocks whose bit is set; a
+//    shorter one is sorted as before;
 //  - the places at a gathered block's end, and below its start, are weighed in two sweeps
 //    (the places taken in increasing order, so both counts -- blocks starting below the
 //    place's end, blocks ended by its start -- only grow), then offered in the order they
@@ -193,15 +194,8 @@ private:
   // Moves a block to `offset_bytes`, and to its place in by_offset_ (Note [Repair gathering]).
   void set_offset(std::size_t index, std::size_t offset_bytes) noexcept {
     if (offsets_[index] == offset_bytes) return;
-    const auto block = static_cast<std::uint32_t>(index);
     const auto less = [this](std::uint32_t a, std::uint32_t b) { return placed_before(a, b); };
-    const auto from = std::lower_bound(by_offset_.begin(), by_offset_.end(), block, less);
-    const bool up = offset_bytes > offsets_[index];
-    offsets_[index] = offset_bytes;
-    if (up)
-      std::rotate(from, from + 1, std::lower_bound(from + 1, by_offset_.end(), block, less));
-    else
-      std::rotate(std::lower_bound(by_offset_.begin(), from, block, less), from, from + 1);
+    reorder_after(by_offset_, static_cast<std::uint32_t>(index), less, [&] { offsets_[index] = offset_bytes; });
   }
 
   // Gathers the placed blocks `index` meets, as extents by offset (Note [Repair gathering]).
@@ -209,7 +203,7 @@ private:
     extents_.clear();
     const std::size_t row_length = rows_.row_begin[index + 1] - rows_.row_begin[index];
     visits_ += static_cast<double>(row_length);
-    if (row_length * static_cast<std::size_t>(std::bit_width(row_length)) < by_offset_.size()) {
+    if (!walk_beats_sort(row_length, by_offset_.size())) {
       for (std::uint32_t at = rows_.row_begin[index]; at < rows_.row_begin[index + 1]; ++at) {
         const std::size_t other = rows_.others[at];
         if (placed_[other]) extents_.push_back({offsets_[other], end_of(other), other});

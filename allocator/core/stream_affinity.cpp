@@ -5,6 +5,7 @@
 #include "core/stream_affinity.hpp"
 
 #include "core/lifetime_columns.hpp"
+#include "core/offset_order.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -49,9 +50,9 @@ namespace fragless::core {
 // columns, tested 64 at a time (Note [Lifetime columns]), each stream's blocks are a row of
 // bits, so its blocks that miss the moved one are a mask, and the nearest are kept eight
 // at a time as they are found. The blocks it meets are wanted in address order: every
-// block is kept in one list by (offset, end, index), updated as a block moves, and walked
-// for those whose bit is set where sorting them would cost more (count x log2 of it at
-// least the blocks' count). The same blocks in the same order come out, so the same
+// block is kept in one list by (offset, end, index), updated as a block moves
+// (offset_order.hpp, as in the layout repair), and walked for those whose bit is set
+// where sorting them would cost more (count x log2 of it at least the blocks' count). The same blocks in the same order come out, so the same
 // moves: `fragless-bench layout --seeds 30 --families
 // two-loops,many-streams,pipeline-1f1b,sharded-data-parallel` (one thread, the library
 // before and after, three alternated runs), every offset the same, layout CPU time per
@@ -195,7 +196,7 @@ class affinity_search {
       }
     }
     // In address order: by a walk of every block where sorting them would cost more.
-    if (meeting_count * static_cast<std::size_t>(std::bit_width(meeting_count)) < blocks_.size()) {
+    if (!walk_beats_sort(meeting_count, blocks_.size())) {
       for (std::size_t word = 0; word < words_; ++word)
         for (std::uint64_t meeting = meeting_row_[word]; meeting != 0; meeting &= meeting - 1) {
           const step_block& each = blocks_[word * 64 + static_cast<std::size_t>(std::countr_zero(meeting))];
@@ -243,10 +244,7 @@ class affinity_search {
     std::vector<placed>& tier = tiers_[tier_of(index)];
     tier.erase(std::lower_bound(tier.begin(), tier.end(), placed{block.offset_bytes, block.offset_bytes + block.size_bytes, index}));
     const auto below = [this](std::uint32_t a, std::uint32_t b) { return lies_below(a, b); };
-    const auto moving = static_cast<std::uint32_t>(index);
-    by_offset_.erase(std::lower_bound(by_offset_.begin(), by_offset_.end(), moving, below));
-    blocks_[index].offset_bytes = best_offset;
-    by_offset_.insert(std::lower_bound(by_offset_.begin(), by_offset_.end(), moving, below), moving);
+    reorder_after(by_offset_, static_cast<std::uint32_t>(index), below, [&] { blocks_[index].offset_bytes = best_offset; });
     const placed moved{best_offset, best_offset + blocks_[index].size_bytes, index};
     tier.insert(std::lower_bound(tier.begin(), tier.end(), moved), moved);
     return true;
