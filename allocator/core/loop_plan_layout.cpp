@@ -47,10 +47,11 @@ const char loop_plan::kFreesUnrecordedBlock[] = "frees a block made before recor
 // exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
 // out every step on the allocating thread. A large step whose placing starts at the very
 // next event -- a whole pass, found where it ends -- is laid out at once too (up to a
-// second or more); sending it to the threads and placing a step later hides that in a
-// program whose steps take time, but costs a step of moves: tried and not kept
-// (docs/compaction.md, "Tried and not kept: such a step laid out on threads, placing a
-// step later").
+// second or more; its orders on threads, and where it needs both directions each on a
+// thread of its own, Note [Directions at once]); sending it to the threads and placing a
+// step later hides that in a program whose steps take time, but costs a step of moves:
+// tried and not kept (docs/compaction.md, "Tried and not kept: such a step laid out on
+// threads, placing a step later").
 struct loop_plan::layout_job {
   std::vector<step_block> blocks;
   std::size_t phases = 0;  // the step's events
@@ -206,7 +207,8 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
     try {
       job->thread = std::thread([running] {
         try {
-          running->span_bytes = lay_out_narrowest(running->blocks, running->phases, &running->cancelled, true);
+          running->span_bytes =
+              lay_out_narrowest(running->blocks, running->phases, &running->cancelled, layout_threads::orders);
           running->done = !running->cancelled.load(std::memory_order_relaxed);
         } catch (...) {
           // no host memory: done stays false, and the plan is dropped when it is taken
@@ -218,7 +220,9 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
       // no thread to be had: laid out here
     }
   }
-  job->span_bytes = lay_out_narrowest(job->blocks, job->phases, nullptr, on_threads);
+  // Note [Directions at once]: the program waits for this one, so both directions at once.
+  job->span_bytes = lay_out_narrowest(job->blocks, job->phases, nullptr,
+                                      on_threads ? layout_threads::orders_and_backward : layout_threads::backward);
   const char* rejected = take_layout(*job);
   if (rejected != nullptr && rejected != kLayoutTooWide) plan_.clear();  // Note [Refused layouts]
   return rejected;

@@ -2,7 +2,8 @@
 // refined (Note [Layout refinement]), searched once more where it stays above the step's
 // peak (Note [Skyline layout] in skyline_layout.cpp) and then laid out as a ring (Note
 // [Ring layout] in ring_layout.cpp); where the step is still wider than its peak, all of
-// that again on the step run backwards (Note [Time reversal]) and, still above the peak,
+// that again on the step run backwards (Note [Time reversal]; with threads, beside the
+// forward search, Note [Directions at once]) and, still above the peak,
 // the narrower repaired (Note [Layout repair] in layout_repair.cpp); then, within the
 // span, the blocks moved towards their own streams' places (Note [Stream affinity] in
 // stream_affinity.cpp).
@@ -17,7 +18,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <chrono>
 #include <iterator>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -150,11 +153,12 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
 // slowest order where the machine has a core for each.
 namespace {
 
-// One direction of lay_out_narrowest (Note [Time reversal]): every order, the narrowest
-// refined, searched on and tried as a ring. `peak_bytes` is the step's peak, the same in
-// either direction.
-std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
-                                  const std::atomic<bool>* cancel, bool threads) {
+// The greedy stage of one direction of lay_out_narrowest (Note [Time reversal]): every
+// order, the narrowest kept in `blocks`, its placing sequence in `best_sequence`. Returns
+// its span (0 when cancelled). `peak_bytes` is the step's peak, the same in either
+// direction.
+std::size_t lay_out_orders(std::vector<step_block>& blocks, std::size_t peak_bytes, const std::atomic<bool>* cancel,
+                           bool threads, std::vector<std::size_t>& best_sequence) {
   // Orders that place the blocks in the same sequence give the same layout: each distinct
   // sequence is laid out once (the two size orders agree wherever no two blocks of one
   // size differ in start and lifetime order, as in most serving steps).
@@ -219,12 +223,118 @@ std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t p
     if (spans[index] < spans[best]) best = index;
   }
   blocks = std::move(laid_out[best]);
-  const std::size_t refined_span = refine_layout(blocks, std::move(sequences[best]), spans[best], cancel);
+  best_sequence = std::move(sequences[best]);
+  return spans[best];
+}
+
+// The rest of one direction: the greedy stage's layout refined, searched on and tried as a
+// ring. Returns the span (0 when cancelled).
+std::size_t search_on(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
+                      std::vector<std::size_t> sequence, std::size_t span_bytes, const std::atomic<bool>* cancel) {
+  const std::size_t refined_span = refine_layout(blocks, std::move(sequence), span_bytes, cancel);
   if (refined_span == 0) return 0;  // cancelled
   const std::size_t searched_span = skyline_layout(blocks, refined_span, cancel);  // Note [Skyline layout]
   if (searched_span == 0) return 0;                                                 // cancelled
   return ring_layout(blocks, phases, peak_bytes, searched_span, cancel);  // Note [Ring layout]
 }
+
+// One direction of lay_out_narrowest, whole.
+std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
+                                  const std::atomic<bool>* cancel, bool threads) {
+  std::vector<std::size_t> sequence;
+  const std::size_t span = lay_out_orders(blocks, peak_bytes, cancel, threads, sequence);
+  if (span == 0) return 0;  // cancelled
+  return search_on(blocks, phases, peak_bytes, std::move(sequence), span, cancel);
+}
+
+// Note [Directions at once]
+// The step run backwards is laid out only where the forward layout ends above the step's
+// peak (Note [Time reversal]), and neither direction reads the other's offsets: only their
+// spans are compared at the end. So once the forward greedy stage ends above the peak,
+// the backward direction can be laid out on a thread of its own while the forward one is
+// refined and searched on (the greedy stage is about a tenth of a large step's layout; a
+// step that reaches its peak there starts none). If the forward direction then reaches
+// the peak, the backward one is cancelled: its work is lost, the layout the same. Either
+// way the layout taken is the one laid out one direction after the other, whatever the
+// threads' timing. This is done only where the program waits for the layout: on the
+// allocating thread, which lays out at once every step below kLayoutThreadBlocks blocks
+// and every whole-pass step (Note [Layout threads] in loop_plan_layout.cpp), and then
+// waits for the slower direction instead of both. A small step has its orders on the
+// allocating thread (starting four threads would cost more than most such layouts), but
+// one that needs both directions is no longer cheap: a 223-block step of corpus
+// speculative-decoding seed 1, refused as too wide, took 155 ms there one direction after
+// the other. A layout on a thread while the loop goes on keeps one thread after its
+// greedy stage: there the extra thread, and the lost work, would come out of the
+// program's cores (on the 2-core machine, with both directions at once there too, the
+// replays below measured about 5 % more host ns/op: 673, 695 -> 716, 718). Measured on
+// the 2-core machine (the library before and after, alternated runs):
+// `fragless-bench layout --seeds 30 --jobs 1 --layout-threads` (every family's passes as
+// whole-pass steps, every step's offsets the same) wall time 0.81x on
+// `speculative-decoding` (median step 132 -> 98 ms), 0.86x `kv-cache-eviction`, 0.94x
+// `many-streams`, all 0.92x; replays of seeds 1-60 of every family (`corpus --repetitions
+// 5 --jobs 1 --allocators fragless`, two runs of each): the same peak and calls by pass on
+// every seed, `speculative-decoding`'s longest call, median over its seeds, 196 -> 151
+// ms (worst 789 -> 567), host ns/op within the runs' noise (752, 721 -> 751, 740). On a
+// machine with a core free for each thread the wait is the slower direction's, where two
+// cores share up to five threads here.
+class backward_direction {
+ public:
+  backward_direction(const std::vector<step_block>& forward, std::size_t phases, std::size_t peak_bytes, bool threads)
+      : blocks_(time_reversed(forward, phases)), phases_(phases), peak_bytes_(peak_bytes), threads_(threads) {}
+  backward_direction(const backward_direction&) = delete;
+  backward_direction& operator=(const backward_direction&) = delete;
+  ~backward_direction() { stop(); }
+
+  // Starts laying out on a thread of its own; false where none can be had (then lay_out
+  // does it all).
+  bool start() noexcept {
+    try {
+      worker_ = std::thread([this] {
+        try {
+          span_bytes_ = lay_out_one_direction(blocks_, phases_, peak_bytes_, &cancelled_, threads_);
+          succeeded_ = !cancelled_.load(std::memory_order_relaxed);
+        } catch (...) {
+          // no host memory there: laid out again by lay_out, on the caller's thread
+        }
+        finished_.store(true, std::memory_order_release);
+      });
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+  // Cancels the thread's layout, if any, and joins it. Never throws.
+  void stop() noexcept {
+    cancelled_.store(true, std::memory_order_relaxed);
+    if (worker_.joinable()) worker_.join();
+  }
+  // The backward layout's span in blocks(), 0 when `cancel` was set: the thread's, once it
+  // is done (passing a set `cancel` on to it while waiting), or laid out here where it
+  // could not finish. Throws only std::bad_alloc.
+  std::size_t lay_out(const std::atomic<bool>* cancel) {
+    if (worker_.joinable()) {
+      while (cancel != nullptr && !finished_.load(std::memory_order_acquire)) {
+        if (cancel->load(std::memory_order_relaxed)) cancelled_.store(true, std::memory_order_relaxed);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      worker_.join();
+      if (succeeded_) return span_bytes_;
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
+    }
+    return lay_out_one_direction(blocks_, phases_, peak_bytes_, cancel, threads_);
+  }
+  const std::vector<step_block>& blocks() const noexcept { return blocks_; }
+
+ private:
+  std::vector<step_block> blocks_;
+  std::size_t phases_, peak_bytes_;
+  bool threads_;  // its orders each on a thread of their own (Note [Layout threads])
+  std::size_t span_bytes_ = 0;       // written by the thread, read after the join
+  bool succeeded_ = false;           // likewise
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  std::thread worker_;
+};
 
 }  // namespace
 
@@ -264,25 +374,40 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 // close to its peak. So a step still wider than its peak after every order, refining and
 // the search is laid out again, whole, in reverse, and the narrower of the two layouts
 // kept (the forward one on equal spans). Steps that reach their peak forward pay nothing;
-// the others twice their layout time. Measured on the first layouts of seeds 1-20 of every
+// the others twice their layout work (with threads, the two directions at once: Note
+// [Directions at once]). Measured on the first layouts of seeds 1-20 of every
 // family (227 steps, a debug dump, not committed): 1.0145x the step's peak -> 1.0115x,
 // geometric mean; every step that changed is a `kv-cache-eviction` one, 17 of its 32
 // narrower, 1.078x -> 1.056x (seed 537 1.103x -> 1.010x, seed 404 1.194x -> 1.095x); the
 // other families' steps are at their peak forward or no narrower backwards.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
-                              bool threads) {
+                              layout_threads threading) {
+  const bool threads = threading == layout_threads::orders || threading == layout_threads::orders_and_backward;
   const std::size_t peak_bytes = step_peak_bytes(blocks);
-  std::size_t span = lay_out_one_direction(blocks, phases, peak_bytes, cancel, threads);
+  std::vector<std::size_t> sequence;
+  std::size_t span = lay_out_orders(blocks, peak_bytes, cancel, threads, sequence);
   if (span == 0) return 0;  // cancelled
+  // Note [Directions at once]: where the caller waits, the backward direction starts beside
+  // the forward search wherever the greedy stage leaves the step above its peak.
+  std::optional<backward_direction> backward;
+  if ((threading == layout_threads::backward || threading == layout_threads::orders_and_backward) && span > peak_bytes) {
+    backward.emplace(blocks, phases, peak_bytes, threads);
+    if (!backward->start()) backward.reset();
+  }
+  span = search_on(blocks, phases, peak_bytes, std::move(sequence), span, cancel);
+  if (span == 0) return 0;  // cancelled (the backward thread is stopped as `backward` goes)
   if (span > peak_bytes) {
-    std::vector<step_block> reversed = time_reversed(blocks, phases);
-    const std::size_t reversed_span = lay_out_one_direction(reversed, phases, peak_bytes, cancel, threads);
+    if (!backward) backward.emplace(blocks, phases, peak_bytes, threads);
+    const std::size_t reversed_span = backward->lay_out(cancel);
     if (reversed_span == 0) return 0;  // cancelled
     if (reversed_span < span) {
-      for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = reversed[index].offset_bytes;
+      const std::vector<step_block>& reversed = backward->blocks();
+      for (std::size_t index = 0; index < blocks.size(); ++index)
+        blocks[index].offset_bytes = reversed[index].offset_bytes;
       span = reversed_span;
     }
   }
+  backward.reset();  // still running only where the forward layout reached the peak: cancelled
   if (span > peak_bytes) {
     span = repair_layout(blocks, span, peak_bytes, cancel);  // Note [Layout repair]
     if (span == 0) return 0;                                  // cancelled

@@ -124,12 +124,18 @@ std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std
 // `threads`, each order after the first on a thread of its own (here, one after the other,
 // where no thread can be had) -- keeps the narrowest layout, refines it (refine_layout),
 // searches on from it (skyline_layout) and tries a ring (ring_layout); where that stays
-// above the step's peak, does it all again on the step run backwards (time_reversed) and
-// keeps the narrower, in `blocks`, repairing it where it is still above the peak
+// above the step's peak, does it all again on the step run backwards (time_reversed; with
+// `backward` or orders_and_backward, on a thread of its own beside the forward search,
+// Note [Directions at once])
+// and keeps the narrower, in `blocks`, repairing it where it is still above the peak
 // (repair_layout); then, within that span, moves blocks towards places of
 // their own stream (settle_stream_affinity, Note [Stream affinity]). Returns the span (0
 // when cancelled). Throws only std::bad_alloc.
+// How a layout uses threads of its own: none (the caller's alone); one for the backward
+// direction beside the forward one (Note [Directions at once]: for a caller that waits for
+// the layout, not one that goes on); one per order (Note [Layout threads]); or both.
+enum class layout_threads { none, backward, orders, orders_and_backward };
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
-                              bool threads);
+                              layout_threads threads);
 
 }  // namespace fragless::core

@@ -136,6 +136,9 @@ options:
   --seed N               generate: the seed (default 1)
   --jobs N               corpus: replays at once (default 2)
   --markdown PATH        corpus: write the per-family tables as markdown
+  --layout-threads       layout: lay each step out as the allocating thread lays out a large
+                         step, with threads of its own (Note [Layout threads]); its ms are then
+                         the caller's wall time, the wait, not one thread's CPU time
   --verbose              show the replay processes' stderr (allocator and simcuda messages);
                          otherwise only a failed replay's last stderr line, in its status
   --call-log DIR         write each replay's device calls event by event to
@@ -206,6 +209,7 @@ bench_options parse_bench_options(int argc, char** argv) {
     else if (argument == "--families") options.families = split_commas(value());
     else if (argument == "--jobs") options.jobs = static_cast<int>(parse_count(argument, value(), 64));
     else if (argument == "--markdown") options.markdown_path = value();
+    else if (argument == "--layout-threads") options.layout_threads = true;
     else if (argument == "--call-log") options.call_log_dir = value();
     else if (argument == "--call-log-file") options.call_log_path = value();
     else if (argument == "--source") options.source = value();

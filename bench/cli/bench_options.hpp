@@ -40,6 +40,7 @@ struct bench_options {
   std::vector<std::string> families;     // corpus: empty = every family
   int jobs = 2;                          // corpus: replays run at once
   std::string markdown_path;             // corpus: the per-family tables as markdown
+  bool layout_threads = false;           // layout: with the layout's own threads, wall time
   std::string call_log_dir;              // Note [Call log]: one CSV per replay here (empty: none)
   // replay-one only.
   std::string source, allocator, configuration;

@@ -4,14 +4,18 @@
 // or several, never wider; on serving steps of growing caches the step-following orders
 // beat largest-first, and refining narrows them further; the skyline search narrows
 // refined random steps, often to their peak, and so do its randomized dives; a step run
-// backwards meets the same blocks, and growing caches lay out narrower so; the ring narrows queues and growing caches, and
+// backwards meets the same blocks, and growing caches lay out narrower so (both directions
+// at once give the same layout); the ring narrows queues and growing caches, and
 // a queue among temporaries once the shorter-lived half is off its cursor.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/layout_repair.hpp"
@@ -23,6 +27,7 @@
 using fragless::core::kLayoutOrders;
 using fragless::core::lay_out;
 using fragless::core::lay_out_narrowest;
+using fragless::core::layout_threads;
 using fragless::core::layout_order;
 using fragless::core::step_block;
 using fragless::testing::layout_faults;
@@ -112,14 +117,18 @@ TEST_CASE("the narrowest layout is kept, refined, searched on, tried as a ring a
     }
     // Note [Layout repair]: still above the peak, the narrower layout is repaired.
     if (refined_span > peak) refined_span = fragless::core::repair_layout(refined, refined_span, peak, nullptr);
-    std::vector<step_block> one_thread = step, two_threads = step;
-    CHECK(lay_out_narrowest(one_thread, kPhases, nullptr, false) == refined_span);
-    CHECK(lay_out_narrowest(two_threads, kPhases, nullptr, true) == refined_span);
+    std::vector<step_block> one_thread = step, two_threads = step, order_threads = step, backward_thread = step;
+    CHECK(lay_out_narrowest(one_thread, kPhases, nullptr, layout_threads::none) == refined_span);
+    CHECK(lay_out_narrowest(two_threads, kPhases, nullptr, layout_threads::orders_and_backward) == refined_span);
+    CHECK(lay_out_narrowest(order_threads, kPhases, nullptr, layout_threads::orders) == refined_span);
+    CHECK(lay_out_narrowest(backward_thread, kPhases, nullptr, layout_threads::backward) == refined_span);
     CHECK(refined_span >= peak_live_bytes(step, kPhases));
     CHECK(layout_faults(one_thread, kPhases, refined_span) == 0);
     for (std::size_t index = 0; index < step.size(); ++index) {
       CHECK(one_thread[index].offset_bytes == refined[index].offset_bytes);
       CHECK(one_thread[index].offset_bytes == two_threads[index].offset_bytes);
+      CHECK(one_thread[index].offset_bytes == order_threads[index].offset_bytes);
+      CHECK(one_thread[index].offset_bytes == backward_thread[index].offset_bytes);
     }
   }
 }
@@ -172,7 +181,7 @@ TEST_CASE("refining stops at the step's peak and when cancelled", "[step_layout]
   // nothing more.
   std::vector<step_block> apart = {make_block(0, 4096, 0, 2, 4, 0), make_block(1, 8192, 2, 4, 4, 0)};
   CHECK(fragless::core::step_peak_bytes(apart) == 8192);
-  CHECK(lay_out_narrowest(apart, 4, nullptr, false) == 8192);
+  CHECK(lay_out_narrowest(apart, 4, nullptr, layout_threads::none) == 8192);
   // A step that wraps: live from its start too.
   std::vector<step_block> wrapping = {make_block(0, 4096, 3, 1, 4, 0), make_block(1, 8192, 0, 2, 4, 0)};
   CHECK(fragless::core::step_peak_bytes(wrapping) == 4096 + 8192);
@@ -233,7 +242,7 @@ TEST_CASE("an order finished at the step's peak beats every later order before i
   CHECK(fragless::core::lay_out_in(again, fragless::core::placing_order(step, kLayoutOrders[1]), nullptr, &serial, 1) ==
         fragless::core::layout_race::kBeaten);
   std::vector<step_block> narrowest = step;
-  CHECK(lay_out_narrowest(narrowest, 16, nullptr, false) == peak);
+  CHECK(lay_out_narrowest(narrowest, 16, nullptr, layout_threads::none) == peak);
   for (std::size_t index = 0; index < narrowest.size(); ++index) CHECK(narrowest[index].offset_bytes == first[index].offset_bytes);
 }
 
@@ -242,7 +251,8 @@ TEST_CASE("a cancelled layout stops at once", "[step_layout]") {
   const std::atomic<bool> cancelled{true};
   std::vector<step_block> blocks = step;
   CHECK(lay_out(blocks, layout_order::step, &cancelled) == 0);
-  CHECK(lay_out_narrowest(blocks, 64, &cancelled, true) == 0);
+  CHECK(lay_out_narrowest(blocks, 64, &cancelled, layout_threads::orders_and_backward) == 0);
+  CHECK(lay_out_narrowest(blocks, 64, &cancelled, layout_threads::backward) == 0);
 }
 
 TEST_CASE("serving steps of growing caches: the step's orders beat largest-first, refining narrows them further", "[step_layout]") {
@@ -269,7 +279,7 @@ TEST_CASE("serving steps of growing caches: the step's orders beat largest-first
         size_span = std::min(size_span, span);
     }
     std::vector<step_block> blocks = step;
-    const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
+    const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, layout_threads::none);
     CHECK(layout_faults(blocks, phases, span) == 0);
     CHECK(span >= peak_live_bytes(step, phases));
     CHECK(fragless::core::step_peak_bytes(step) == peak_live_bytes(step, phases));
@@ -389,7 +399,7 @@ TEST_CASE("growing caches are laid out narrower backwards where they shrink", "[
     std::vector<step_block> forward;
     const std::size_t forward_span = fragless::core::skyline_layout(forward, refined_narrowest(step, &forward), nullptr);
     std::vector<step_block> blocks = step;
-    const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
+    const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, layout_threads::none);
     CHECK(layout_faults(blocks, phases, span) == 0);
     CHECK(span <= forward_span);
     CHECK(span >= peak);
@@ -401,6 +411,55 @@ TEST_CASE("growing caches are laid out narrower backwards where they shrink", "[
   CHECK(narrower >= 12);
   CHECK(at_peak >= at_peak_forward + 4);
   CHECK(std::exp(log_ratio_sum / 20) <= 0.97);
+}
+
+TEST_CASE("both directions laid out at once give the layout of one after the other", "[step_layout]") {
+  // Note [Directions at once]: with threads, the backward direction starts beside the
+  // forward search wherever the greedy stage ends above the peak, and is cancelled where
+  // the forward direction then reaches it; the layout is the one-thread one, offset for
+  // offset. Growing caches are the steps that need the backward direction; random steps
+  // of several streams the ones that often reach their peak after the greedy stage.
+  std::size_t needed_backward = 0;
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 64;
+    const std::vector<step_block> step =
+        seed % 2 == 0 ? growing_caches_step(seed, 2 + seed % 6, 12, &phases) : random_step(seed, 60, phases);
+    std::vector<step_block> one_thread = step, threads = step, backward_thread = step;
+    const std::size_t span = lay_out_narrowest(one_thread, phases, nullptr, layout_threads::none);
+    CHECK(lay_out_narrowest(threads, phases, nullptr, layout_threads::orders_and_backward) == span);
+    CHECK(lay_out_narrowest(backward_thread, phases, nullptr, layout_threads::backward) == span);
+    for (std::size_t index = 0; index < step.size(); ++index) {
+      CHECK(threads[index].offset_bytes == one_thread[index].offset_bytes);
+      CHECK(backward_thread[index].offset_bytes == one_thread[index].offset_bytes);
+    }
+    std::vector<step_block> forward;
+    if (refined_narrowest(step, &forward) > peak_live_bytes(step, phases)) ++needed_backward;
+  }
+  CHECK(needed_backward >= 10);  // the backward thread ran, not only the forward one
+}
+
+TEST_CASE("a layout cancelled while both directions are under way stops, or finishes as laid out alone", "[step_layout]") {
+  // Note [Directions at once]: a cancel set while the caller waits for the backward thread
+  // is passed on to it; whenever it comes, the layout returns 0 or the one-thread span.
+  for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 0;
+    const std::vector<step_block> step = growing_caches_step(seed, 6, 40, &phases);
+    std::vector<step_block> one_thread = step;
+    const std::size_t span = lay_out_narrowest(one_thread, phases, nullptr, layout_threads::none);
+    for (const int delay_us : {0, 200, 2000}) {
+      std::atomic<bool> cancelled{false};
+      std::vector<step_block> blocks = step;
+      std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+        cancelled.store(true);
+      });
+      const std::size_t result = lay_out_narrowest(blocks, phases, &cancelled, layout_threads::orders_and_backward);
+      canceller.join();
+      CHECK((result == 0 || result == span));
+    }
+  }
 }
 
 namespace {

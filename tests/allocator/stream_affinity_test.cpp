@@ -17,6 +17,7 @@
 using fragless::core::cross_stream_neighbours;
 using fragless::core::kStreamAffinityMaxBlocks;
 using fragless::core::lay_out_narrowest;
+using fragless::core::layout_threads;
 using fragless::core::settle_stream_affinity;
 using fragless::core::step_block;
 using fragless::testing::layout_faults;
@@ -59,7 +60,7 @@ TEST_CASE("stream affinity keeps random layouts valid and as wide, with fewer cr
     std::vector<step_block> blocks = random_step(seed, 40 + seed * 7, 2 + seed % 5, &phases);
     std::vector<step_block> laid = blocks;
     for (step_block& block : laid) block.stream_index = 0;  // the layout alone, streams aside
-    const std::size_t span = lay_out_narrowest(laid, phases, nullptr, false);
+    const std::size_t span = lay_out_narrowest(laid, phases, nullptr, layout_threads::none);
     REQUIRE(span > 0);
     for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = laid[index].offset_bytes;
     REQUIRE(layout_faults(blocks, phases, span) == 0);
@@ -108,7 +109,7 @@ TEST_CASE("a place left by a block's own stream is taken over") {
 TEST_CASE("one stream, or too many blocks, leaves the layout alone") {
   std::size_t phases = 0;
   std::vector<step_block> blocks = random_step(7, 200, 1, &phases);
-  const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, false);
+  const std::size_t span = lay_out_narrowest(blocks, phases, nullptr, layout_threads::none);
   const std::vector<step_block> laid = blocks;
   CHECK(settle_stream_affinity(blocks, phases, span, nullptr) == 0);
   for (std::size_t index = 0; index < blocks.size(); ++index) CHECK(blocks[index].offset_bytes == laid[index].offset_bytes);
@@ -124,11 +125,11 @@ TEST_CASE("a cancelled stream affinity stage stops with a valid layout") {
   std::vector<step_block> blocks = random_step(11, 300, 4, &phases);
   std::vector<step_block> laid = blocks;
   for (step_block& block : laid) block.stream_index = 0;
-  const std::size_t span = lay_out_narrowest(laid, phases, nullptr, false);
+  const std::size_t span = lay_out_narrowest(laid, phases, nullptr, layout_threads::none);
   for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = laid[index].offset_bytes;
   std::atomic<bool> cancelled{true};
   CHECK(settle_stream_affinity(blocks, phases, span, &cancelled) == 0);
   CHECK(layout_faults(blocks, phases, span) == 0);
-  CHECK(lay_out_narrowest(blocks, phases, &cancelled, false) == 0);
+  CHECK(lay_out_narrowest(blocks, phases, &cancelled, layout_threads::none) == 0);
 }
 

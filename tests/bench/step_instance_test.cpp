@@ -76,7 +76,8 @@ TEST_CASE("libfragless lays every family's pass out validly, never below its pea
       INFO(family << " seed " << seed);
       step_instance instance = step_instance_of(generate_corpus_workload(family, seed));
       REQUIRE_FALSE(instance.blocks.empty());
-      const std::size_t span = fragless::core::lay_out_narrowest(instance.blocks, instance.phases, nullptr, false);
+      const std::size_t span =
+          fragless::core::lay_out_narrowest(instance.blocks, instance.phases, nullptr, fragless::core::layout_threads::none);
       std::string conflict;
       CHECK(layout_is_valid(instance.blocks, &conflict));
       INFO(conflict);
