@@ -41,7 +41,8 @@ const char loop_plan::kFreesUnrecordedBlock[] = "frees a block made before recor
 // five repetitions: 42 of 8,000 workloads settle at another peak, 18 lower and 24 higher;
 // every family's geometric mean within 0.05 %). A deviation before then stops the layout. A
 // smaller step is laid out at once (about 0.5 ms for 300 blocks, kv-cache-eviction seeds
-// 11 and 21), where starting the threads (about 50 us each) would hardly pay. The bound
+// 11 and 21), where starting the threads (about 50 us each) would hardly pay (but for its
+// backward direction, where it needs one: Note [Directions at once]). The bound
 // was 1,024 blocks with two orders; four take 3-5 ms for 1,000 blocks on the allocating
 // thread, so it is 256 now. In a child forked while a layout was under way the thread does not
 // exist: the child neither waits for it nor uses its result. loop_plan_threads:false lays
@@ -221,8 +222,8 @@ const char* loop_plan::build_plan(std::size_t step_begin, std::size_t step_end, 
     }
   }
   // Note [Directions at once]: the program waits for this one, so both directions at once.
-  job->span_bytes = lay_out_narrowest(job->blocks, job->phases, nullptr,
-                                      on_threads ? layout_threads::orders_and_backward : layout_threads::backward);
+  job->span_bytes =
+      lay_out_narrowest(job->blocks, job->phases, nullptr, waited_layout_threads(layout_threads_, job->blocks.size()));
   const char* rejected = take_layout(*job);
   if (rejected != nullptr && rejected != kLayoutTooWide) plan_.clear();  // Note [Refused layouts]
   return rejected;

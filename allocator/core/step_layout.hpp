@@ -120,22 +120,30 @@ std::size_t refine_layout(std::vector<step_block>& blocks, std::vector<std::size
 // the same pairs meet; `from_start` counts from the same cut, walked backwards.
 std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std::size_t phases);
 
-// Lays the blocks of a step of `phases` phases out in every order of kLayoutOrders -- with
-// `threads`, each order after the first on a thread of its own (here, one after the other,
-// where no thread can be had) -- keeps the narrowest layout, refines it (refine_layout),
-// searches on from it (skyline_layout) and tries a ring (ring_layout); where that stays
-// above the step's peak, does it all again on the step run backwards (time_reversed; with
-// `backward` or orders_and_backward, on a thread of its own beside the forward search,
-// Note [Directions at once])
-// and keeps the narrower, in `blocks`, repairing it where it is still above the peak
-// (repair_layout); then, within that span, moves blocks towards places of
-// their own stream (settle_stream_affinity, Note [Stream affinity]). Returns the span (0
-// when cancelled). Throws only std::bad_alloc.
 // How a layout uses threads of its own: none (the caller's alone); one for the backward
 // direction beside the forward one (Note [Directions at once]: for a caller that waits for
 // the layout, not one that goes on); one per order (Note [Layout threads]); or both.
 enum class layout_threads { none, backward, orders, orders_and_backward };
+// A step of `blocks` blocks that the allocating thread lays out and waits for: both
+// directions at once, and each order on a thread of its own from kLayoutThreadBlocks
+// blocks; no thread at all where threads are not allowed (loop_plan_threads:false).
+constexpr layout_threads waited_layout_threads(bool threads_allowed, std::size_t blocks) noexcept {
+  if (!threads_allowed) return layout_threads::none;
+  return blocks >= kLayoutThreadBlocks ? layout_threads::orders_and_backward : layout_threads::backward;
+}
+
+// Lays the blocks of a step of `phases` phases out in every order of kLayoutOrders -- with
+// orders or orders_and_backward, each order after the first on a thread of its own (here,
+// one after the other, where no thread can be had) -- keeps the narrowest layout, refines
+// it (refine_layout), searches on from it (skyline_layout) and tries a ring
+// (ring_layout); where that stays above the step's peak, does it all again on the step run
+// backwards (time_reversed; with backward or orders_and_backward, on a thread of its own
+// beside the forward search, Note [Directions at once]) and keeps the narrower, in
+// `blocks`, repairing it where it is still above the peak (repair_layout); then, within
+// that span, moves blocks towards places of their own stream (settle_stream_affinity,
+// Note [Stream affinity]). The same layout whatever `threading`. Returns the span (0 when
+// cancelled). Throws only std::bad_alloc.
 std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phases, const std::atomic<bool>* cancel,
-                              layout_threads threads);
+                              layout_threads threading);
 
 }  // namespace fragless::core

@@ -137,8 +137,9 @@ options:
   --jobs N               corpus: replays at once (default 2)
   --markdown PATH        corpus: write the per-family tables as markdown
   --layout-threads       layout: lay each step out as the allocating thread lays out a large
-                         step, with threads of its own (Note [Layout threads]); its ms are then
-                         the caller's wall time, the wait, not one thread's CPU time
+                         whole-pass step, its orders and its two directions on threads of their
+                         own (Note [Directions at once]); its ms are then the caller's wall
+                         time, the wait, not one thread's CPU time
   --verbose              show the replay processes' stderr (allocator and simcuda messages);
                          otherwise only a failed replay's last stderr line, in its status
   --call-log DIR         write each replay's device calls event by event to

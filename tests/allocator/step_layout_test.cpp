@@ -439,6 +439,16 @@ TEST_CASE("both directions laid out at once give the layout of one after the oth
   CHECK(needed_backward >= 10);  // the backward thread ran, not only the forward one
 }
 
+TEST_CASE("a layout the allocating thread waits for has both directions at once, and no thread where none is allowed",
+          "[step_layout]") {
+  using fragless::core::kLayoutThreadBlocks;
+  using fragless::core::waited_layout_threads;
+  CHECK(waited_layout_threads(false, 10) == layout_threads::none);  // loop_plan_threads:false
+  CHECK(waited_layout_threads(false, 100'000) == layout_threads::none);
+  CHECK(waited_layout_threads(true, kLayoutThreadBlocks - 1) == layout_threads::backward);
+  CHECK(waited_layout_threads(true, kLayoutThreadBlocks) == layout_threads::orders_and_backward);
+}
+
 TEST_CASE("a layout cancelled while both directions are under way stops, or finishes as laid out alone", "[step_layout]") {
   // Note [Directions at once]: a cancel set while the caller waits for the backward thread
   // is passed on to it; whenever it comes, the layout returns 0 or the one-thread span.
