@@ -2,8 +2,8 @@
 // refined (Note [Layout refinement]), searched once more where it stays above the step's
 // peak (Note [Skyline layout] in skyline_layout.cpp) and then laid out as a ring (Note
 // [Ring layout] in ring_layout.cpp); where the step is still wider than its peak, all of
-// that again on the step run backwards (Note [Time reversal]; with threads, beside the
-// forward search, Note [Directions at once]) and, still above the peak,
+// that again on the step run backwards (Note [Time reversal]; where the caller waits,
+// beside the forward search, Note [Directions at once]) and, still above the peak,
 // the narrower repaired (Note [Layout repair] in layout_repair.cpp); then, within the
 // span, the blocks moved towards their own streams' places (Note [Stream affinity] in
 // stream_affinity.cpp).

@@ -414,11 +414,11 @@ TEST_CASE("growing caches are laid out narrower backwards where they shrink", "[
 }
 
 TEST_CASE("both directions laid out at once give the layout of one after the other", "[step_layout]") {
-  // Note [Directions at once]: with threads, the backward direction starts beside the
-  // forward search wherever the greedy stage ends above the peak, and is cancelled where
-  // the forward direction then reaches it; the layout is the one-thread one, offset for
-  // offset. Growing caches are the steps that need the backward direction; random steps
-  // of several streams the ones that often reach their peak after the greedy stage.
+  // Note [Directions at once]: with a backward thread, the backward direction starts
+  // beside the forward search wherever the greedy stage ends above the peak, and is
+  // cancelled where the forward direction then reaches it; the layout is the one-thread
+  // one, offset for offset. Growing caches are steps that need the backward direction;
+  // random steps, besides.
   std::size_t needed_backward = 0;
   for (std::uint32_t seed = 1; seed <= 40; ++seed) {
     INFO("seed " << seed);
