@@ -292,7 +292,6 @@ class backward_direction {
       worker_ = std::thread([this] {
         try {
           span_bytes_ = lay_out_one_direction(blocks_, phases_, peak_bytes_, &cancelled_, threads_);
-          succeeded_ = !cancelled_.load(std::memory_order_relaxed);
         } catch (...) {
           // no host memory there: laid out again by lay_out, on the caller's thread
         }
@@ -318,7 +317,7 @@ class backward_direction {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
       worker_.join();
-      if (succeeded_) return span_bytes_;
+      if (span_bytes_ != 0) return span_bytes_;  // 0: cancelled, or no host memory there
       if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
     }
     return lay_out_one_direction(blocks_, phases_, peak_bytes_, cancel, threads_);
@@ -329,8 +328,7 @@ class backward_direction {
   std::vector<step_block> blocks_;
   std::size_t phases_, peak_bytes_;
   bool threads_;  // its orders each on a thread of their own (Note [Layout threads])
-  std::size_t span_bytes_ = 0;       // written by the thread, read after the join
-  bool succeeded_ = false;           // likewise
+  std::size_t span_bytes_ = 0;  // written by the thread, read after the join; 0 until laid out
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
   std::thread worker_;

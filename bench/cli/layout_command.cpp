@@ -1,6 +1,7 @@
 // layout_command: see header.
 #include "layout_command.hpp"
 
+#include "core/monotonic_clock.hpp"
 #include "layout/step_instance.hpp"
 #include "parallel_tasks.hpp"
 #include "report/median.hpp"
@@ -11,7 +12,6 @@
 #include "workloads/corpus.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -78,10 +78,6 @@ std::uint64_t offsets_digest(const std::vector<core::step_block>& blocks) {
   return digest;
 }
 
-double wall_clock_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 layout_row lay_out_task(const layout_task& task, const std::string& out_dir, bool threads) {
   const traces::trace t = task.corpus ? generate_corpus_workload(task.family, task.seed)
                                       : traces::load_trace_file(task.source, task.source);
@@ -99,11 +95,12 @@ layout_row lay_out_task(const layout_task& task, const std::string& out_dir, boo
   row.phases = instance.phases;
   row.peak_bytes = instance.peak_bytes;
   if (instance.blocks.empty()) return row;
-  const double start_ms = thread_cpu_ms(), wall_start_ms = wall_clock_ms();
+  const double start_ms = thread_cpu_ms();
+  const std::int64_t wall_start_ns = core::now_ns();
   const core::layout_threads threading = threads ? core::layout_threads::orders_and_backward : core::layout_threads::none;
   row.span_bytes = core::lay_out_narrowest(instance.blocks, instance.phases, nullptr, threading);
   row.layout_ms = thread_cpu_ms() - start_ms;
-  row.wall_ms = wall_clock_ms() - wall_start_ms;
+  row.wall_ms = static_cast<double>(core::now_ns() - wall_start_ns) / 1e6;
   row.valid = layout_is_valid(instance.blocks, &row.conflict);
   row.offsets_digest = offsets_digest(instance.blocks);
   return row;
