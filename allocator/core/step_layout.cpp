@@ -3,13 +3,14 @@
 // peak (Note [Skyline layout] in skyline_layout.cpp) and then laid out as a ring (Note
 // [Ring layout] in ring_layout.cpp); where the step is still wider than its peak, all of
 // that again on the step run backwards (Note [Time reversal]; where the caller waits,
-// beside the forward search, Note [Directions at once]) and, still above the peak,
-// the narrower repaired (Note [Layout repair] in layout_repair.cpp); then, within the
-// span, the blocks moved towards their own streams' places (Note [Stream affinity] in
-// stream_affinity.cpp).
+// beside the forward search, Note [Directions at once] in backward_direction.cpp) and,
+// still above the peak, the narrower repaired (Note [Layout repair] in layout_repair.cpp;
+// where the caller waits, each direction's repair as soon as it may be kept, Note
+// [Repairs at once]); then, within the span, the blocks moved towards their own streams'
+// places (Note [Stream affinity] in stream_affinity.cpp).
 #include "core/step_layout.hpp"
 
-#include "core/layout_repair.hpp"
+#include "core/backward_direction.hpp"
 #include "core/lifetime_columns.hpp"
 #include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
@@ -18,7 +19,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <chrono>
 #include <iterator>
 #include <optional>
 #include <thread>
@@ -238,7 +238,9 @@ std::size_t search_on(std::vector<step_block>& blocks, std::size_t phases, std::
   return ring_layout(blocks, phases, peak_bytes, searched_span, cancel);  // Note [Ring layout]
 }
 
-// One direction of lay_out_narrowest, whole.
+
+}  // namespace
+
 std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
                                   const std::atomic<bool>* cancel, bool threads) {
   std::vector<std::size_t> sequence;
@@ -246,95 +248,6 @@ std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t p
   if (span == 0) return 0;  // cancelled
   return search_on(blocks, phases, peak_bytes, std::move(sequence), span, cancel);
 }
-
-// Note [Directions at once]
-// The step run backwards is laid out only where the forward layout ends above the step's
-// peak (Note [Time reversal]), and neither direction reads the other's offsets: only their
-// spans are compared at the end. So once the forward greedy stage ends above the peak,
-// the backward direction can be laid out on a thread of its own while the forward one is
-// refined and searched on (the greedy stage is about a tenth of a large step's layout; a
-// step that reaches its peak there starts none). If the forward direction then reaches
-// the peak, the backward one is cancelled: its work is lost, the layout the same. Either
-// way the layout taken is the one laid out one direction after the other, whatever the
-// threads' timing. This is done only where the program waits for the layout: on the
-// allocating thread, which lays out at once every step below kLayoutThreadBlocks blocks
-// and every whole-pass step (Note [Layout threads] in loop_plan_layout.cpp), and then
-// waits for the slower direction instead of both. A small step has its orders on the
-// allocating thread (starting four threads would cost more than most such layouts), but
-// one that needs both directions is no longer cheap: a 223-block step of corpus
-// speculative-decoding seed 1, refused as too wide, took 155 ms there one direction after
-// the other. A layout on a thread while the loop goes on keeps one thread after its
-// greedy stage: there the extra thread, and the lost work, would come out of the
-// program's cores (on the 2-core machine, with both directions at once there too, the
-// replays below measured about 5 % more host ns/op: 673, 695 -> 716, 718). Measured on
-// the 2-core machine (the library before and after, alternated runs):
-// `fragless-bench layout --seeds 30 --jobs 1 --layout-threads` (every family's passes as
-// whole-pass steps, every step's offsets the same) wall time 0.81x on
-// `speculative-decoding` (median step 132 -> 98 ms), 0.86x `kv-cache-eviction`, 0.94x
-// `many-streams`, all 0.92x; replays of seeds 1-60 of every family (`corpus --repetitions
-// 5 --jobs 1 --allocators fragless`, two runs of each): the same peak and calls by pass on
-// every seed, `speculative-decoding`'s longest call, median over its seeds, 196 -> 151
-// ms (worst 789 -> 567), host ns/op within the runs' noise (752, 721 -> 751, 740). On a
-// machine with a core free for each thread the wait is the slower direction's, where two
-// cores share up to five threads here.
-class backward_direction {
- public:
-  backward_direction(const std::vector<step_block>& forward, std::size_t phases, std::size_t peak_bytes, bool threads)
-      : blocks_(time_reversed(forward, phases)), phases_(phases), peak_bytes_(peak_bytes), threads_(threads) {}
-  backward_direction(const backward_direction&) = delete;
-  backward_direction& operator=(const backward_direction&) = delete;
-  ~backward_direction() { stop(); }
-
-  // Starts laying out on a thread of its own; false where none can be had (then lay_out
-  // does it all).
-  bool start() noexcept {
-    try {
-      worker_ = std::thread([this] {
-        try {
-          span_bytes_ = lay_out_one_direction(blocks_, phases_, peak_bytes_, &cancelled_, threads_);
-        } catch (...) {
-          // no host memory there: laid out again by lay_out, on the caller's thread
-        }
-        finished_.store(true, std::memory_order_release);
-      });
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
-  // Cancels the thread's layout, if any, and joins it. Never throws.
-  void stop() noexcept {
-    cancelled_.store(true, std::memory_order_relaxed);
-    if (worker_.joinable()) worker_.join();
-  }
-  // The backward layout's span in blocks(), 0 when `cancel` was set: the thread's, once it
-  // is done (passing a set `cancel` on to it while waiting), or laid out here where it
-  // could not finish. Throws only std::bad_alloc.
-  std::size_t lay_out(const std::atomic<bool>* cancel) {
-    if (worker_.joinable()) {
-      while (cancel != nullptr && !finished_.load(std::memory_order_acquire)) {
-        if (cancel->load(std::memory_order_relaxed)) cancelled_.store(true, std::memory_order_relaxed);
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-      worker_.join();
-      if (span_bytes_ != 0) return span_bytes_;  // 0: cancelled, or no host memory there
-      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
-    }
-    return lay_out_one_direction(blocks_, phases_, peak_bytes_, cancel, threads_);
-  }
-  const std::vector<step_block>& blocks() const noexcept { return blocks_; }
-
- private:
-  std::vector<step_block> blocks_;
-  std::size_t phases_, peak_bytes_;
-  bool threads_;  // its orders each on a thread of their own (Note [Layout threads])
-  std::size_t span_bytes_ = 0;  // written by the thread, read after the join; 0 until laid out
-  std::atomic<bool> cancelled_{false};
-  std::atomic<bool> finished_{false};
-  std::thread worker_;
-};
-
-}  // namespace
 
 std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std::size_t phases) {
   std::vector<step_block> reversed = blocks;
@@ -390,26 +303,18 @@ std::size_t lay_out_narrowest(std::vector<step_block>& blocks, std::size_t phase
   std::optional<backward_direction> backward;
   if ((threading == layout_threads::backward || threading == layout_threads::orders_and_backward) && span > peak_bytes) {
     backward.emplace(blocks, phases, peak_bytes, threads);
-    if (!backward->start()) backward.reset();
+    if (!backward->start(cancel)) backward.reset();
   }
   span = search_on(blocks, phases, peak_bytes, std::move(sequence), span, cancel);
   if (span == 0) return 0;  // cancelled (the backward thread is stopped as `backward` goes)
   if (span > peak_bytes) {
+    // The narrower direction (the forward one on equal spans), repaired where it is still
+    // above the peak (Note [Layout repair]; Note [Repairs at once] where the caller waits).
     if (!backward) backward.emplace(blocks, phases, peak_bytes, threads);
-    const std::size_t reversed_span = backward->lay_out(cancel);
-    if (reversed_span == 0) return 0;  // cancelled
-    if (reversed_span < span) {
-      const std::vector<step_block>& reversed = backward->blocks();
-      for (std::size_t index = 0; index < blocks.size(); ++index)
-        blocks[index].offset_bytes = reversed[index].offset_bytes;
-      span = reversed_span;
-    }
+    span = backward->keep_narrower_repaired(blocks, span, cancel);
+    if (span == 0) return 0;  // cancelled
   }
   backward.reset();  // still running only where the forward layout reached the peak: cancelled
-  if (span > peak_bytes) {
-    span = repair_layout(blocks, span, peak_bytes, cancel);  // Note [Layout repair]
-    if (span == 0) return 0;                                  // cancelled
-  }
   settle_stream_affinity(blocks, phases, span, cancel);  // Note [Stream affinity]
   if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
   return span;

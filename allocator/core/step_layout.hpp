@@ -120,6 +120,14 @@ std::size_t refine_layout(std::vector<step_block>& blocks, std::vector<std::size
 // the same pairs meet; `from_start` counts from the same cut, walked backwards.
 std::vector<step_block> time_reversed(const std::vector<step_block>& blocks, std::size_t phases);
 
+// One direction of lay_out_narrowest (Note [Time reversal]), whole: every order of
+// kLayoutOrders (with `threads`, each after the first on a thread of its own), the
+// narrowest refined, searched on and tried as a ring; no repair, no stream affinity. The
+// caller's `blocks` and `peak_bytes` are the step's (or the step run backwards, which has
+// the same peak). Returns the span (0 when cancelled). Throws only std::bad_alloc.
+std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
+                                  const std::atomic<bool>* cancel, bool threads);
+
 // How a layout uses threads of its own: none (the caller's alone); one for the backward
 // direction beside the forward one (Note [Directions at once]: for a caller that waits for
 // the layout, not one that goes on); one per order (Note [Layout threads]); or both.
@@ -138,8 +146,10 @@ constexpr layout_threads waited_layout_threads(bool threads_allowed, std::size_t
 // it (refine_layout), searches on from it (skyline_layout) and tries a ring
 // (ring_layout); where that stays above the step's peak, does it all again on the step run
 // backwards (time_reversed; with backward or orders_and_backward, on a thread of its own
-// beside the forward search, Note [Directions at once]) and keeps the narrower, in
-// `blocks`, repairing it where it is still above the peak (repair_layout); then, within
+// beside the forward search, Note [Directions at once] in backward_direction.cpp) and keeps
+// the narrower, in `blocks`, repairing it where it is still above the peak (repair_layout;
+// with that thread and no `cancel`, each direction's repair as soon as that direction may
+// be kept, Note [Repairs at once]); then, within
 // that span, moves blocks towards places of their own stream (settle_stream_affinity,
 // Note [Stream affinity]). The same layout whatever `threading`. Returns the span (0 when
 // cancelled). Throws only std::bad_alloc.

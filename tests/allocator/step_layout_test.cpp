@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/backward_direction.hpp"
 #include "core/layout_repair.hpp"
 #include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
@@ -470,6 +471,53 @@ TEST_CASE("a layout cancelled while both directions are under way stops, or fini
       CHECK((result == 0 || result == span));
     }
   }
+}
+
+TEST_CASE("each direction's repair started at once gives the repair of one direction after the other", "[step_layout]") {
+  // Note [Repairs at once]: with no cancel flag, the backward thread repairs its layout
+  // where it may be kept, and the caller repairs the forward one where it may be; the
+  // layout kept is the narrower direction (the forward one on equal spans), repaired, as
+  // on one thread. The caller asks at once (most often before the thread is done) or
+  // after the thread has surely finished, so that each side publishes first; the
+  // expected layout is built here from the stages themselves.
+  using fragless::core::backward_direction;
+  using fragless::core::lay_out_one_direction;
+  using fragless::core::time_reversed;
+  std::size_t backward_kept = 0, forward_kept = 0;
+  for (std::uint32_t seed = 1; seed <= 30; ++seed) {
+    INFO("seed " << seed);
+    std::size_t phases = 64;
+    const std::vector<step_block> step =
+        seed % 2 == 0 ? growing_caches_step(seed, 2 + seed % 6, 12, &phases) : random_step(seed, 60, phases);
+    const std::size_t peak = peak_live_bytes(step, phases);
+    std::vector<step_block> forward = step;
+    const std::size_t forward_span = lay_out_one_direction(forward, phases, peak, nullptr, false);
+    if (forward_span <= peak) continue;  // no backward direction, no repair
+    std::vector<step_block> reversed = time_reversed(step, phases);
+    const std::size_t reversed_span = lay_out_one_direction(reversed, phases, peak, nullptr, false);
+    std::vector<step_block> expected = forward;
+    std::size_t expected_span = forward_span;
+    if (reversed_span < forward_span) {
+      for (std::size_t index = 0; index < step.size(); ++index) expected[index].offset_bytes = reversed[index].offset_bytes;
+      expected_span = reversed_span;
+      ++backward_kept;
+    } else {
+      ++forward_kept;
+    }
+    if (expected_span > peak) expected_span = fragless::core::repair_layout(expected, expected_span, peak, nullptr);
+    for (const int wait_ms : {0, 300}) {
+      INFO("the caller asks after " << wait_ms << " ms");
+      std::vector<step_block> blocks = forward;
+      backward_direction backward(step, phases, peak, false);
+      REQUIRE(backward.start(nullptr));
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      CHECK(backward.keep_narrower_repaired(blocks, forward_span, nullptr) == expected_span);
+      CHECK(layout_faults(blocks, phases, expected_span) == 0);
+      for (std::size_t index = 0; index < step.size(); ++index) CHECK(blocks[index].offset_bytes == expected[index].offset_bytes);
+    }
+  }
+  CHECK(backward_kept >= 5);  // both sides' repairs were the ones kept
+  CHECK(forward_kept >= 5);
 }
 
 namespace {
