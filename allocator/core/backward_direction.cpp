@@ -43,15 +43,15 @@ namespace fragless::core {
 
 // Note [Repairs at once]
 // Where both directions end above the step's peak, the narrower is repaired (Note [Layout
-// repair]) -- the one stage after them that still ran one thing at a time while the
-// program waits: 110-145 ms of the 0.27-0.8 s that `speculative-decoding` steps of
-// 1,300-2,900 blocks took in all (seeds 1-7, a timing not committed), and it began only
-// once the slower direction was done, the faster one's thread idle meanwhile. Each repair reads only its own direction's layout and
-// the step's lifetimes, so it can start as soon as its direction is known to be kept or
-// may yet be: the forward one where the backward layout is not done or is no narrower,
-// the backward one where the forward is not done or is wider. Each side publishes its span
-// (sequentially consistent stores, then loads of the other's: of two sides finishing at
-// once, at least one sees the other's) and then:
+// repair]) -- the one stage after them that still ran one thing at a time while the program
+// waits: 110-145 ms of the 0.27-0.8 s that `speculative-decoding` steps of 1,300-2,900
+// blocks took in all (seeds 1-7, a timing not committed), and it began only once the slower
+// direction was done, the faster one's thread idle meanwhile. Each repair reads only its
+// own direction's layout and the step's lifetimes, so it can start as soon as its direction
+// is known to be kept or may yet be: the forward one where the backward layout is not done
+// or is no narrower, the backward one where the forward is not done or is wider. Each side
+// publishes its span (sequentially consistent stores, then loads of the other's: of two
+// sides finishing at once, at least one sees the other's) and then:
 //  - the caller, its forward span published: if the backward span is known and narrower,
 //    repairs nothing; if it is known and no narrower, stops the thread's repair (lost work)
 //    and repairs the forward layout; if it is not known yet, repairs the forward layout
@@ -66,20 +66,21 @@ namespace fragless::core {
 // the one not kept, and a repair done is the one-thread repair of the same offsets, so the
 // layout is the same whatever the timing; the one-thread order of work is kept where the
 // caller may cancel (a layout on a thread while the loop goes on has no backward thread
-// anyway, Note [Directions at once]), since a repair watches one flag. The wait becomes
-// the slower of (each direction and its repair) instead of the slower direction and then
-// the repair; the work lost is a repair begun by the direction that finishes first and is
-// not kept (300 ms of the 4.75 s of repairs over seeds 1-30 of `two-loops`,
+// anyway, Note [Directions at once]), since a repair watches one flag. The wait becomes the
+// slower of (each direction and its repair) instead of the slower direction and then the
+// repair; the work lost is a repair begun by the direction that finishes first and is not
+// kept (300 ms of the 4.75 s of repairs over seeds 1-30 of `two-loops`,
 // `kv-cache-eviction`, `many-streams` and `speculative-decoding`, a timing not committed).
 // Measured on the 2-core machine (the library before and after, alternated runs):
 // `fragless-bench layout --seeds 30 --jobs 1 --layout-threads`, every step's offsets the
-// same, wall time `speculative-decoding` 4.85 -> 4.53 s (0.93x, five runs each; median
-// step 125 -> 116 ms, worst 584 -> 491), the other families within the machine's noise
-// (0.96-1.11x; the same two binaries 0.96-1.02x on three of them in a rerun); replays of seeds 1-60 of every
-// family (`corpus --repetitions 5 --jobs 1 --allocators fragless`, two runs each): the same
-// peak and calls by pass on every seed, `speculative-decoding`'s longest call, median over
-// its seeds, 175 -> 161 ms (worst 591 -> 516). On two cores the other direction's thread
-// and the layout threads of other steps share the core a repair would have to itself.
+// same, wall time `speculative-decoding` 4.85 -> 4.53 s (0.93x, five runs each; median step
+// 125 -> 116 ms, worst 584 -> 491), the other families within the machine's noise
+// (0.96-1.11x; the same two binaries 0.96-1.02x on three of them in a rerun); replays of
+// seeds 1-60 of every family (`corpus --repetitions 5 --jobs 1 --allocators fragless`, two
+// runs each): the same peak and calls by pass on every seed, `speculative-decoding`'s
+// longest call, median over its seeds, 175 -> 161 ms (worst 591 -> 516). On two cores the
+// other direction's thread and the layout threads of other steps share the core a repair
+// would have to itself.
 
 backward_direction::backward_direction(const std::vector<step_block>& forward, std::size_t phases,
                                        std::size_t peak_bytes, bool threads)

@@ -238,7 +238,6 @@ std::size_t search_on(std::vector<step_block>& blocks, std::size_t phases, std::
   return ring_layout(blocks, phases, peak_bytes, searched_span, cancel);  // Note [Ring layout]
 }
 
-
 }  // namespace
 
 std::size_t lay_out_one_direction(std::vector<step_block>& blocks, std::size_t phases, std::size_t peak_bytes,
