@@ -47,10 +47,10 @@ device_cache::~device_cache() {
   stop_background_compaction();
   // Pending events go back to the pool, which the event_pool destructor destroys.
   for (pending_large& pending : pending_large_)
-    for (void* event : pending.events) events_.release(event);
+    for (const use_event& each : pending.events) events_.release(each.event);
   for (auto& [stream, shard] : shards_)
     for (pending_object& pending : shard->pending())
-      for (void* event : pending.events) events_.release(event);
+      for (const use_event& each : pending.events) events_.release(each.event);
 }
 
 void device_cache::initialize() {

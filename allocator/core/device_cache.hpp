@@ -169,8 +169,10 @@ class device_cache {
   void sample_peaks_locked(const small_pool_currents& small_currents) noexcept;
   // An event on each stream of `uses` but `allocated_on` (record_stream() uses of a block
   // being freed); nullptr for one that completes only with a device synchronization.
-  std::vector<void*> record_use_events(const stream_set& uses, stream_id allocated_on) noexcept;
-  bool events_complete(const std::vector<void*>& events) noexcept;
+  std::vector<use_event> record_use_events(const stream_set& uses, stream_id allocated_on) noexcept;
+  // Whether every one of `events` completed; asks no event of a stream in `busy`, and adds
+  // the stream of the first one found not complete (Note [Pending in stream order]).
+  bool events_complete(const std::vector<use_event>& events, busy_streams& busy) noexcept;
 
   backend::backend& backend_;
   const int device_;
@@ -200,7 +202,7 @@ class device_cache {
     std::uintptr_t address;
     std::size_t size_bytes;
     stream_id stream;
-    std::vector<void*> events;
+    std::vector<use_event> events;
   };
   std::vector<pending_large> pending_large_;
   bool pending_need_sync_ = false;  // some pending free could not record its events

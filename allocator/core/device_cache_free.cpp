@@ -28,15 +28,15 @@ namespace fragless::core {
 // handle inherits nothing of it.
 // cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 
-std::vector<void*> device_cache::record_use_events(const stream_set& uses, stream_id allocated_on) noexcept {
-  std::vector<void*> events;
+std::vector<use_event> device_cache::record_use_events(const stream_set& uses, stream_id allocated_on) noexcept {
+  std::vector<use_event> events;
   try {
     for (const stream_set::entry& each : uses.entries()) {
       const stream_id other = each.stream;
       if (other == allocated_on) continue;
       if (events_.is_retired(other)) {
         // Note [Retired streams]: no stream to record on; done, or a device synchronization.
-        if (events_.retired_work_pending(other)) events.push_back(nullptr);
+        if (events_.retired_work_pending(other)) events.push_back(use_event{nullptr, other});
         continue;
       }
       void* event = events_.acquire();
@@ -44,17 +44,32 @@ std::vector<void*> device_cache::record_use_events(const stream_set& uses, strea
         events_.release(event);
         event = nullptr;  // completes only with a device synchronization
       }
-      events.push_back(event);
+      events.push_back(use_event{event, other});
     }
   } catch (...) {
-    events.assign(1, nullptr);
+    events.assign(1, use_event{nullptr, allocated_on});
   }
   return events;
 }
 
-bool device_cache::events_complete(const std::vector<void*>& events) noexcept {
-  for (void* event : events)
-    if (event == nullptr || backend_.query_event(device_, event) != backend::status::ok) return false;
+// Note [Pending in stream order]
+// A stream runs its work in order, so an event recorded on it completes only after every
+// event recorded on it before. A pending list is in the order of its frees, each of which
+// recorded its events as it came; so once a scan of the list finds one stream's event not
+// complete, it asks about no later event of that stream in that scan (busy_streams): they
+// cannot have completed either. A scan asks about at most one event per stream still busy
+// -- as PyTorch's process_events stops at each stream's first event not ready -- where it
+// asked about every pending free's events, one driver call each, on every large allocation
+// and every small miss. (Two threads' frees may enter the list in the other order than they
+// recorded: the earlier-recorded one then waits for a later scan, never less than it must.)
+bool device_cache::events_complete(const std::vector<use_event>& events, busy_streams& busy) noexcept {
+  for (const use_event& each : events) {
+    if (each.event == nullptr || busy.contains(each.stream)) return false;
+    if (backend_.query_event(device_, each.event) != backend::status::ok) {
+      busy.add(each.stream);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -85,7 +100,7 @@ void device_cache::count_small_allocation(stream_shard& shard, std::size_t size_
 void device_cache::free_block(std::uintptr_t address, live_block&& block) noexcept {
   const bool wait_for_uses = block.other_streams != nullptr && !settings_.unsafe_skip_stream_waits &&
                              block.other_streams->foreign_to(block.stream);
-  std::vector<void*> events;
+  std::vector<use_event> events;
   if (wait_for_uses) events = record_use_events(*block.other_streams, block.stream);
   if (block.owner != nullptr) {
     stream_shard& shard = *block.shard;
@@ -160,14 +175,15 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
 template <typename Pending, typename Covered, typename Complete>
 void device_cache::complete_pending(std::vector<Pending>& pending, bool device_synchronized, Covered&& covered,
                                     Complete&& complete) noexcept {
+  busy_streams busy;  // Note [Pending in stream order]
   auto keep = pending.begin();
   for (auto at = pending.begin(); at != pending.end(); ++at) {
-    if (!(device_synchronized && covered(*at)) && !events_complete(at->events)) {
+    if (!(device_synchronized && covered(*at)) && !events_complete(at->events, busy)) {
       if (keep != at) *keep = std::move(*at);
       ++keep;
       continue;
     }
-    for (void* event : at->events) events_.release(event);
+    for (const use_event& each : at->events) events_.release(each.event);
     complete(*at);
   }
   pending.erase(keep, pending.end());

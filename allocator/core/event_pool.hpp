@@ -11,6 +11,7 @@
 // before it was recorded.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,31 @@
 #include "core/stream_set.hpp"
 
 namespace fragless::core {
+
+// An event of the pool recorded on `stream`, a stream that used a block being freed
+// (Note [Stream reuse]); a null event completes only with a device synchronization.
+struct use_event {
+  void* event;
+  stream_id stream;
+};
+
+// The streams one scan of a pending list found busy (Note [Pending in stream order]). Holds
+// the first 16; a scan that meets more asks the others' events as they come.
+class busy_streams {
+ public:
+  bool contains(stream_id stream) const noexcept {
+    for (std::size_t index = 0; index < count_; ++index)
+      if (streams_[index] == stream) return true;
+    return false;
+  }
+  void add(stream_id stream) noexcept {
+    if (count_ < streams_.size()) streams_[count_++] = stream;
+  }
+
+ private:
+  std::array<stream_id, 16> streams_{};
+  std::size_t count_ = 0;
+};
 
 // Note [Standing waits]
 // cudaStreamWaitEvent orders all later work of the waiting stream, not just the next

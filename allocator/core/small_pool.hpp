@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/event_pool.hpp"
 #include "core/size_classes.hpp"
 #include "core/spin_lock.hpp"
 #include "core/stream_set.hpp"
@@ -50,7 +51,7 @@ struct pending_object {
   slab* owner;
   std::uint32_t slot;
   std::size_t size_bytes;
-  std::vector<void*> events;
+  std::vector<use_event> events;
   std::uint64_t freed_at_release;  // the shard's release number (Note [Synchronized settle])
 };
 

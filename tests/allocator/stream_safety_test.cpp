@@ -525,3 +525,44 @@ TEST_CASE("a wait made after an event's record is not carried by it", "[streams]
     destroy_stream(stream);
   }
 }
+
+// Note [Pending in stream order]: a scan of the pending frees asks about no event recorded on
+// a stream after one found not complete, and frees every entry whose events completed.
+TEST_CASE("a scan of pending frees stops asking a stream at its first busy event", "[streams][pending]") {
+  fixture f(false);
+  constexpr std::size_t size = 8u << 20;
+  constexpr int frees = 20;
+  std::vector<void*> blocks;
+  for (int index = 0; index < frees; ++index) blocks.push_back(f.instance->allocate(size, 0, f.stream_a));
+  simcuda_complete_all();
+  for (void* block : blocks) {
+    simcuda_launch(f.stream_b, block, size, 0);  // B reads it...
+    f.instance->record_stream(block, f.stream_b);
+    f.instance->deallocate(block);  // ...and the free's event on B follows that read
+  }
+  const auto pending_frees = [&] {
+    int count = 0;
+    for (const auto& segment : f.cache().snapshot().segments)
+      for (const auto& block : segment.blocks) count += block.state == block_state::pending_free;
+    return count;
+  };
+  CHECK(pending_frees() == frees);
+  std::vector<void*> probes;
+  simcuda_reset_counters();
+  probes.push_back(f.instance->allocate(size, 0, f.stream_a));
+  CHECK(simcuda_call_count("cudaEventQuery") == 1);  // the first event is B's, still busy
+  CHECK(pending_frees() == frees);
+  CHECK(simcuda_advance(f.stream_b, 5) == 5);  // the first five reads done
+  simcuda_reset_counters();
+  probes.push_back(f.instance->allocate(size, 0, f.stream_a));
+  CHECK(simcuda_call_count("cudaEventQuery") == 6);  // five complete, then the busy sixth
+  CHECK(pending_frees() == frees - 5);
+  simcuda_complete_all();
+  simcuda_reset_counters();
+  probes.push_back(f.instance->allocate(size, 0, f.stream_a));
+  CHECK(simcuda_call_count("cudaEventQuery") == frees - 5);
+  CHECK(pending_frees() == 0);
+  for (void* probe : probes) f.instance->deallocate(probe);
+  check_consistency(f.cache().snapshot(), f.cache().stats());
+  CHECK(simcuda_race_count() == 0);
+}
