@@ -33,6 +33,15 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 // physical page (cached pages move, Note [Page cache]), so the option only sets the
 // oversize threshold of the stats there.
 
+// Note [Whole free segments]
+// The bytes cached in this mode are those of the segments no block uses -- the only memory
+// a release can give back. The device cache asks for them on every large allocation and
+// free (Note [Compaction]: whether an automatic pass is due), so they are counted as the
+// free index changes, not by a walk over the segments (one lookup each: with a few
+// thousand segments the walk was most of a free's host time). A segment joins the count when a
+// release leaves one free range over all of it, and leaves it when a range that covers it
+// whole is carved from, or when it is released.
+
 // Note [Segment sizes]
 std::size_t segment_pool::segment_size_for(std::size_t size_bytes) const noexcept {
   if (size_bytes <= settings_.conf.small_segment_bytes / 2) return settings_.conf.small_segment_bytes;
@@ -65,6 +74,7 @@ backend::status segment_pool::allocate_segment(std::size_t size_bytes, stream_id
     try {
       segments_.emplace(base_address, segment_bytes);
       index_.insert(free_range{base_address, segment_bytes, base_address, {}});
+      whole_free_bytes_ += segment_bytes;  // Note [Whole free segments]
     } catch (...) {
       segments_.erase(base_address);
       backend_.free_segment(device_, base);
@@ -79,7 +89,9 @@ backend::status segment_pool::allocate_segment(std::size_t size_bytes, stream_id
   if (result != backend::status::ok) return result;
   // Note [Max split size]: an oversize block takes its whole range, never splitting it.
   const std::size_t take_bytes = size_bytes >= settings_.conf.max_split_bytes ? range->size_bytes : size_bytes;
+  const bool whole = covers_segment(range->address, range->size_bytes, range->segment_id);
   index_.carve(range->address, take_bytes);
+  if (whole) whole_free_bytes_ -= range->size_bytes;  // Note [Whole free segments]
   *address = range->address;
   if (placed_bytes != nullptr) *placed_bytes = take_bytes;
   return backend::status::ok;
@@ -104,19 +116,20 @@ void segment_pool::release(std::uintptr_t address, std::size_t size_bytes, const
   try {
     auto segment = std::prev(segments_.upper_bound(address));
     index_.insert(free_range{address, size_bytes, segment->first, freed_now(streams)});
+    // Note [Whole free segments]: the range now holding the block may cover its segment.
+    if (const std::optional<free_range_ref> merged = index_.containing_ref(address);
+        merged && covers_segment(merged->address, merged->size_bytes, merged->segment_id))
+      whole_free_bytes_ += segment->second;
   } catch (...) {
     // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
     // shortage must not corrupt device bookkeeping).
   }
 }
 
-std::size_t segment_pool::cached_free_bytes() const noexcept {
-  std::size_t bytes = 0;
-  for (const auto& [base, size] : segments_) {
-    auto range = index_.containing(base);
-    if (range && range->address == base && range->size_bytes == size) bytes += size;
-  }
-  return bytes;
+bool segment_pool::covers_segment(std::uintptr_t address, std::size_t size_bytes,
+                                  std::uintptr_t segment_id) const noexcept {
+  const auto segment = segments_.find(segment_id);
+  return segment != segments_.end() && segment->first == address && segment->second == size_bytes;
 }
 
 std::vector<reserved_region> segment_pool::reserved_regions() const {
@@ -143,6 +156,7 @@ compaction_outcome segment_pool::compact(const compaction_pass& pass) noexcept {
     notify_segment_event(device_, segment_event_kind::free, base, size);
     index_.carve(base, size);
     segment_bytes_ -= size;
+    whole_free_bytes_ -= size;  // Note [Whole free segments]
     outcome.released_bytes += size;
     cached -= size;
     at = segments_.erase(at);

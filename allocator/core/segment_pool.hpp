@@ -3,7 +3,8 @@
 // turned off (see core/large_pool.hpp for the interface).
 // Invariant: a block lies inside one live segment; the free index holds exactly the
 // segments' bytes no block uses; only whole free segments are released, and reserved
-// bytes = the segments' bytes.
+// bytes = the segments' bytes; whole_free_bytes_ = the bytes of the segments that one free
+// range covers whole (Note [Whole free segments]).
 // Not thread-safe: the device cache holds the device lock around every call.
 #pragma once
 
@@ -32,7 +33,8 @@ class segment_pool final : public large_pool {
   compaction_outcome compact(const compaction_pass& pass) noexcept override;
   std::size_t reserved_bytes() const noexcept override { return segment_bytes_; }
   std::size_t device_segment_count() const noexcept override { return segments_.size(); }
-  std::size_t cached_free_bytes() const noexcept override;
+  // Note [Whole free segments]
+  std::size_t cached_free_bytes() const noexcept override { return whole_free_bytes_; }
   std::size_t largest_free_reserved_bytes() const noexcept override { return index_.largest_bytes(); }
   std::vector<reserved_region> reserved_regions() const override;
   std::vector<shared_piece> shared_pieces(std::uintptr_t address, std::size_t bytes) const override;
@@ -45,8 +47,11 @@ class segment_pool final : public large_pool {
   backend::status allocate_segment(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                    std::size_t* placed_bytes);
 
+  // Whether `range` covers its segment whole (Note [Whole free segments]).
+  bool covers_segment(std::uintptr_t address, std::size_t size_bytes, std::uintptr_t segment_id) const noexcept;
   std::map<std::uintptr_t, std::size_t> segments_;  // base -> size
   std::size_t segment_bytes_ = 0;
+  std::size_t whole_free_bytes_ = 0;
 };
 
 }  // namespace fragless::core
