@@ -168,7 +168,7 @@ class device_cache {
   // Holds device_mutex_: folds the small pool's currents into the small/all peaks.
   void sample_peaks_locked(const small_pool_currents& small_currents) noexcept;
   // An event on each stream of `uses` but `allocated_on` (record_stream() uses of a block
-  // being freed); nullptr for one that completes only with a device synchronization.
+  // being freed); a null event for one that completes only with a device synchronization.
   std::vector<use_event> record_use_events(const stream_set& uses, stream_id allocated_on) noexcept;
   // Whether every one of `events` completed; asks no event of a stream in `busy`, and adds
   // the stream of the first one found not complete (Note [Pending in stream order]).

@@ -1,5 +1,6 @@
 // A per-device pool of CUDA events, so stream-ordered reuse never creates or destroys
-// events on the normal path, and the record of the waits already made between streams
+// events on the normal path (and what a pending free keeps of the events it waits for:
+// use_event, busy_streams), and the record of the waits already made between streams
 // (Note [Standing waits]) and of each stream's latest recorded event (Note [Shared
 // records]). Invariant: every event in the pool is idle (no caller holds it, and it is no
 // stream's latest record); events are destroyed only by drain() or the destructor; a
