@@ -60,8 +60,11 @@ std::vector<use_event> device_cache::record_use_events(const stream_set& uses, s
 // cannot have completed either. A scan asks about at most one event per stream still busy
 // -- as PyTorch's process_events stops at each stream's first event not ready -- where it
 // asked about every pending free's events, one driver call each, on every large allocation
-// and every small miss. (Two threads' frees may enter the list in the other order than they
-// recorded: the earlier-recorded one then waits for a later scan, never less than it must.)
+// and every small miss. Where the order is not the record order -- two threads' frees
+// entering the list the other way round, or a destroyed stream's handle given to a new
+// stream (Note [Retired streams]) -- an event skipped may have completed: its free then
+// waits longer than it had to (until the busy event before it completes, or a device
+// synchronization), never less.
 bool device_cache::events_complete(const std::vector<use_event>& events, busy_streams& busy) noexcept {
   for (const use_event& each : events) {
     if (each.event == nullptr || busy.contains(each.stream)) return false;
