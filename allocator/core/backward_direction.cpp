@@ -102,8 +102,7 @@ bool backward_direction::start(const std::atomic<bool>* cancel) noexcept {
     });
     return true;
   } catch (...) {
-    repairs_at_once_ = false;
-    return false;
+    return false;  // no thread: keep_narrower_repaired sees none joinable and repairs nothing at once
   }
 }
 
