@@ -13,19 +13,24 @@ namespace fragless::core {
 // a range allocate no host memory. A range that goes (two merged into one) leaves its
 // nodes as spares (up to 64 per tree, tree_nodes.hpp), and a range that comes (a carve that
 // leaves two pieces, a free with no neighbour) takes them: a loop that splits and merges as
-// often allocates none either.
+// often allocates none either. An insert takes both of a new range's nodes before it
+// changes either tree, so one that runs out of host memory changes nothing (a range in one
+// tree and not the other was a crash later); a whole range carved and inserted again
+// keeps a spare node of each first (keep_spare_nodes), so its insert cannot fail.
 void free_index::erase(std::map<std::uintptr_t, entry>::iterator at) {
   if (!holds_pieces(at->second.segment_id)) spare_size_nodes_.keep(by_size_.extract({at->second.size_bytes, at->first}));
   free_bytes_ -= at->second.size_bytes;
   spare_address_nodes_.keep(by_address_.extract(at));
 }
 
+// Note [Index nodes]: the size tree's node first, so that a failure changes nothing.
 void free_index::add(free_range&& range) {
   const bool pieces = holds_pieces(range.segment_id);
   const std::pair<std::size_t, std::uintptr_t> size_key{range.size_bytes, range.address};
+  auto size_node = pieces ? decltype(by_size_)::node_type{} : node_holding(spare_size_nodes_, size_key);
   insert_reusing(by_address_, spare_address_nodes_, range.address,
                  entry{range.size_bytes, range.segment_id, std::move(range.streams)});
-  if (!pieces) insert_reusing(by_size_, spare_size_nodes_, size_key);
+  if (!pieces) by_size_.insert(std::move(size_node));
   free_bytes_ += size_key.first;
 }
 

@@ -67,6 +67,12 @@ class free_index {
   // Removes [address, address + size_bytes) from the free range containing it; the parts
   // before and after stay free. Precondition: a single free range contains it.
   void carve(std::uintptr_t address, std::size_t size_bytes);
+  // Note [Index nodes]: a node kept for each tree (std::bad_alloc: nothing changed), so that
+  // carving a whole range and inserting it again allocates nothing.
+  void keep_spare_nodes() {
+    spare_address_nodes_.keep_at_least_one();
+    spare_size_nodes_.keep_at_least_one();
+  }
   // The same across touching ranges (the pieces of a piece segment). Precondition: free
   // ranges cover it without a gap.
   void carve_across(std::uintptr_t address, std::size_t size_bytes);

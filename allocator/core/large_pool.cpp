@@ -115,6 +115,7 @@ bool large_pool::make_range_idle(std::uintptr_t address) noexcept {
   if (!streams_idle(range->streams)) return false;
   // Every stream of the range is idle now: the whole range is clean.
   try {
+    index_.keep_spare_nodes();  // the insert after the carve then cannot fail
     index_.carve(range->address, range->size_bytes);
     index_.insert(free_range{range->address, range->size_bytes, range->segment_id, {}});
   } catch (...) {

@@ -34,6 +34,16 @@ class spare_nodes {
       // the node goes back to the heap
     }
   }
+  // At least one node kept, made now if none is (std::bad_alloc: then nothing changed).
+  // Taken before a change that removes an entry and adds one back, whose add then
+  // allocates nothing.
+  void keep_at_least_one() {
+    if (!nodes_.empty()) return;
+    nodes_.reserve(kSpareNodes);
+    Tree made;
+    made.emplace();
+    nodes_.push_back(made.extract(made.begin()));
+  }
   // A kept node, or an empty one.
   node_type take() noexcept {
     if (nodes_.empty()) return node_type{};
@@ -57,6 +67,19 @@ void insert_reusing(std::map<Key, Value>& tree, spare_nodes<std::map<Key, Value>
   node.key() = key;
   node.mapped() = std::move(value);
   tree.insert(std::move(node));
+}
+
+// A node holding `value`, kept or new: an insert in two trees takes both nodes before
+// changing either, so a failed allocation leaves both as they were.
+template <typename Value>
+typename std::set<Value>::node_type node_holding(spare_nodes<std::set<Value>>& spares, const Value& value) {
+  typename std::set<Value>::node_type node = spares.take();
+  if (node.empty()) {
+    std::set<Value> made{value};
+    return made.extract(made.begin());
+  }
+  node.value() = value;
+  return node;
 }
 
 template <typename Value>
