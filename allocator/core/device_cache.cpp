@@ -232,19 +232,22 @@ void* device_cache::allocate_small(std::size_t request_bytes, stream_id stream) 
       large_pool::unplanned_scope unplanned(*large_);
       slab_address = place_large_locked(new_slab_bytes, request_bytes, stream);
     }
-    std::unique_ptr<slab> fresh;
+    bool joined = false;  // the shard owns the slab's range
     try {
-      fresh = make_slab(slab_address, class_index, new_slab_bytes);
+      std::unique_ptr<slab> fresh = make_slab(slab_address, class_index, new_slab_bytes);
       std::lock_guard<spin_lock> lock(shard.mutex());
       const std::size_t bytes = fresh->bytes;
       shard.add_slab(std::move(fresh));
+      joined = true;  // nothing below throws
       placed = shard.try_allocate(class_index, &address, &owner, &slot);
       count_small_allocation(shard, size_bytes, request_bytes);
       update(stats_.segment, pool_small, 1);
       stats_.reserved_bytes[pool_small].increase(as_signed(bytes));
       stats_.reserved_bytes[pool_large].decrease(as_signed(bytes));
     } catch (...) {
-      if (fresh) large_->release(slab_address, fresh->bytes, stream_set(stream));
+      // No host memory for the slab, or for its place in the shard (add_slab's argument
+      // owned it then): its range goes back, which held no object yet.
+      if (!joined) large_->release(slab_address, new_slab_bytes, stream_set(stream));
       throw;
     }
     // A new slab: small-pool growth, the moment to sample the peaks (no shard lock held).

@@ -167,9 +167,18 @@ class device_cache {
   small_pool_currents sum_small_currents_locked() noexcept;
   // Holds device_mutex_: folds the small pool's currents into the small/all peaks.
   void sample_peaks_locked(const small_pool_currents& small_currents) noexcept;
-  // An event on each stream of `uses` but `allocated_on` (record_stream() uses of a block
-  // being freed); a null event for one that completes only with a device synchronization.
-  std::vector<use_event> record_use_events(const stream_set& uses, stream_id allocated_on) noexcept;
+  // Into `events`: an event on each stream of `uses` but `allocated_on` (record_stream()
+  // uses of a block being freed); a null event for one that completes only with a device
+  // synchronization. False when no host memory held even that.
+  bool record_use_events(const stream_set& uses, stream_id allocated_on, std::vector<use_event>& events) noexcept;
+  // Note [Pending without host memory]: frees `block` of `shard` once the device is
+  // synchronized. Takes device_mutex_.
+  void free_small_after_synchronization(stream_shard& shard, const live_block& block,
+                                        const std::vector<use_event>& events) noexcept;
+  // Gives `events` back to the pool (a pending entry that could not be kept).
+  void release_events(const std::vector<use_event>& events) noexcept {
+    for (const use_event& each : events) events_.release(each.event);
+  }
   // Whether every one of `events` completed; asks no event of a stream in `busy`, and adds
   // the stream of the first one found not complete (Note [Pending in stream order]).
   bool events_complete(const std::vector<use_event>& events, busy_streams& busy) noexcept;

@@ -7,6 +7,15 @@
 #include "core/device_cache.hpp"
 
 namespace fragless::core {
+namespace {
+// Room for one more entry, growing geometrically: the push_back after it cannot throw, so
+// what is moved into the entry is never lost to a failed reallocation.
+template <typename Entry>
+void reserve_one_more(std::vector<Entry>& list) {
+  if (list.size() == list.capacity()) list.reserve(list.capacity() < 8 ? 8 : list.capacity() * 2);
+}
+}  // namespace
+
 // Note [Stream reuse]
 // A block freed on stream S is reusable at once by new work on S: S runs its kernels in
 // order. For any other stream T two mechanisms keep reuse safe without blocking the host:
@@ -28,28 +37,38 @@ namespace fragless::core {
 // handle inherits nothing of it.
 // cache_settings::unsafe_skip_stream_waits disables both (test-only: proves the race tests bite).
 
-std::vector<use_event> device_cache::record_use_events(const stream_set& uses, stream_id allocated_on) noexcept {
-  std::vector<use_event> events;
+// False when not even the fallback (one null event: a device synchronization) could be
+// held (Note [Pending without host memory]). With the room reserved up front, the only
+// allocation is the reserve: an event is acquired only once its entry has room, so a
+// failure leaves none held.
+bool device_cache::record_use_events(const stream_set& uses, stream_id allocated_on,
+                                     std::vector<use_event>& events) noexcept {
   try {
-    for (const stream_set::entry& each : uses.entries()) {
-      const stream_id other = each.stream;
-      if (other == allocated_on) continue;
-      if (events_.is_retired(other)) {
-        // Note [Retired streams]: no stream to record on; done, or a device synchronization.
-        if (events_.retired_work_pending(other)) events.push_back(use_event{nullptr, other});
-        continue;
-      }
-      void* event = events_.acquire();
-      if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {
-        events_.release(event);
-        event = nullptr;  // completes only with a device synchronization
-      }
-      events.push_back(use_event{event, other});
-    }
+    events.reserve(uses.entries().size());
   } catch (...) {
-    events.assign(1, use_event{nullptr, allocated_on});
+    try {
+      events.assign(1, use_event{nullptr, allocated_on});
+    } catch (...) {
+      return false;
+    }
+    return true;
   }
-  return events;
+  for (const stream_set::entry& each : uses.entries()) {
+    const stream_id other = each.stream;
+    if (other == allocated_on) continue;
+    if (events_.is_retired(other)) {
+      // Note [Retired streams]: no stream to record on; done, or a device synchronization.
+      if (events_.retired_work_pending(other)) events.push_back(use_event{nullptr, other});
+      continue;
+    }
+    void* event = events_.acquire();
+    if (event != nullptr && backend_.record_event(device_, event, other) != backend::status::ok) {
+      events_.release(event);
+      event = nullptr;  // completes only with a device synchronization
+    }
+    events.push_back(use_event{event, other});
+  }
+  return true;
 }
 
 // Note [Pending in stream order]
@@ -99,12 +118,31 @@ void device_cache::count_small_allocation(stream_shard& shard, std::size_t size_
   counters.requested_bytes.add(as_signed(request_bytes));
 }
 
+// Note [Pending without host memory]
+// Where the host has no memory (std::bad_alloc inside a path that must not throw), a free
+// is delayed, never lost nor made unsafe:
+//  - A free that must wait for other streams' uses is kept in a pending list with the
+//    events it waits for. Without memory for that -- the events' list, or the list's entry
+//    -- it waits for the device instead: the events it recorded go back to the pool, the
+//    device is synchronized (counted in num_sync_all_streams), and the block is freed at
+//    once, as the OOM path frees what a synchronization covers.
+//  - A block the large pool cannot index (large_pool::release false: no node for its free
+//    range; nothing changed) is kept pending with no event, and the next scan of the
+//    pending list gives it back; a pending free whose release fails stays in the list, its
+//    events with it.
+// Room for an entry is reserved before anything moves into it, so a failed reallocation
+// drops nothing. Only where even that fails, or the synchronization does, does a block
+// stay unavailable (and active) for good: unavailable rather than unsafe.
+// tests/allocator/host_memory_test.cpp fails each of a free's host allocations in turn,
+// and random operations' allocations at random.
+
 // Hot path for small blocks: one shard lock.
 void device_cache::free_block(std::uintptr_t address, live_block&& block) noexcept {
   const bool wait_for_uses = block.other_streams != nullptr && !settings_.unsafe_skip_stream_waits &&
                              block.other_streams->foreign_to(block.stream);
   std::vector<use_event> events;
-  if (wait_for_uses) events = record_use_events(*block.other_streams, block.stream);
+  // Note [Pending without host memory]
+  const bool recorded = !wait_for_uses || record_use_events(*block.other_streams, block.stream, events);
   if (block.owner != nullptr) {
     stream_shard& shard = *block.shard;
     slab* surplus = nullptr;
@@ -116,18 +154,21 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
       counters.requested_bytes.subtract(as_signed(block.requested_bytes));
       if (wait_for_uses) {
         try {
-          shard.pending().push_back(
-              pending_object{block.owner, block.slot, block.size_bytes, std::move(events), shard.next_release()});
+          if (recorded) {
+            reserve_one_more(shard.pending());  // may throw: `events` still ours
+            shard.pending().push_back(
+                pending_object{block.owner, block.slot, block.size_bytes, std::move(events), shard.next_release()});
+            return;
+          }
         } catch (...) {
-          // No host memory for the pending entry: the object stays unavailable (and
-          // active) rather than unsafe.
         }
-        return;
+      } else {
+        surplus = shard.free_object(block.owner, block.slot);
+        counters.active.subtract(1);
+        counters.active_bytes.subtract(as_signed(block.size_bytes));
       }
-      surplus = shard.free_object(block.owner, block.slot);
-      counters.active.subtract(1);
-      counters.active_bytes.subtract(as_signed(block.size_bytes));
     }
+    if (wait_for_uses) return free_small_after_synchronization(shard, block, events);
     if (surplus != nullptr) {
       std::lock_guard<std::mutex> lock(device_mutex_);
       return_slab_locked(shard, surplus);
@@ -137,22 +178,59 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
   }
   std::lock_guard<std::mutex> lock(device_mutex_);
   live_blocks_.erase_freed(address);  // Note [Frees in flight]: the pool has it back below
+  stream_set streams;
   if (wait_for_uses) {
+    try {
+      if (recorded) {
+        reserve_one_more(pending_large_);  // may throw: `events` still ours
+        pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, std::move(events)});
+        record_free_stats(block, false);
+        return;
+      }
+    } catch (...) {
+    }
+    // Note [Pending without host memory]
+    release_events(events);
+    if (!synchronize_locked()) {
+      record_free_stats(block, false);
+      return;
+    }
+  } else {
+    try {
+      streams = stream_set(block.stream);
+    } catch (...) {
+    }
+  }
+  if (!large_->release(address, block.size_bytes, streams)) {
+    // Note [Pending without host memory]: kept pending, with no event to wait for, so the
+    // next scan gives it back; unavailable only if even that entry finds no room.
     record_free_stats(block, false);
     try {
-      pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, std::move(events)});
+      reserve_one_more(pending_large_);
+      pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, {}});
     } catch (...) {
-      // see above: unavailable rather than unsafe
     }
     return;
   }
-  stream_set streams;
-  try {
-    streams = stream_set(block.stream);
-  } catch (...) {
-  }
-  large_->release(address, block.size_bytes, streams);
   record_free_stats(block, true);
+  release_after_free_locked();
+}
+
+// Note [Pending without host memory]: a small object whose free could not be kept
+// pending. Takes device_mutex_, then the shard's mutex.
+void device_cache::free_small_after_synchronization(stream_shard& shard, const live_block& block,
+                                                    const std::vector<use_event>& events) noexcept {
+  release_events(events);
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (!synchronize_locked()) return;
+  slab* surplus = nullptr;
+  {
+    std::lock_guard<spin_lock> shard_lock(shard.mutex());
+    surplus = shard.free_object(block.owner, block.slot);
+    shard.counters().active.subtract(1);
+    shard.counters().active_bytes.subtract(as_signed(block.size_bytes));
+  }
+  if (surplus != nullptr) return_slab_locked(shard, surplus);
   release_after_free_locked();
 }
 
@@ -175,19 +253,20 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
 }
 
 // `covered(entry)`: the device synchronization (if any) completed the entry's uses.
+// `complete(entry)` false: no host memory to give the block back; the entry stays, its
+// events with it, for a later scan (Note [Pending without host memory]).
 template <typename Pending, typename Covered, typename Complete>
 void device_cache::complete_pending(std::vector<Pending>& pending, bool device_synchronized, Covered&& covered,
                                     Complete&& complete) noexcept {
   busy_streams busy;  // Note [Pending in stream order]
   auto keep = pending.begin();
   for (auto at = pending.begin(); at != pending.end(); ++at) {
-    if (!(device_synchronized && covered(*at)) && !events_complete(at->events, busy)) {
+    if ((!(device_synchronized && covered(*at)) && !events_complete(at->events, busy)) || !complete(*at)) {
       if (keep != at) *keep = std::move(*at);
       ++keep;
       continue;
     }
     for (const use_event& each : at->events) events_.release(each.event);
-    complete(*at);
   }
   pending.erase(keep, pending.end());
 }
@@ -205,9 +284,10 @@ void device_cache::process_pending_locked(bool device_synchronized) noexcept {
       } catch (...) {
       }
     }
-    large_->release(done.address, done.size_bytes, streams);
+    if (!large_->release(done.address, done.size_bytes, streams)) return false;
     stats_.active[pool_large].decrease(1);
     stats_.active_bytes[pool_large].decrease(as_signed(done.size_bytes));
+    return true;
   });
 }
 
@@ -220,15 +300,16 @@ void device_cache::process_pending_small(stream_shard& shard, bool device_synchr
     return shard.covered_by_synchronization(entry.freed_at_release);
   };
   complete_pending(shard.pending(), device_synchronized, before_synchronization, [&](const pending_object& done) {
-    slab* released = shard.free_object(done.owner, done.slot);
-    if (released != nullptr) {
-      try {
-        surplus->push_back(released);
-      } catch (...) {
-      }
+    try {
+      reserve_one_more(*surplus);  // room for a slab this free may empty
+    } catch (...) {
+      return false;
     }
+    slab* released = shard.free_object(done.owner, done.slot);
+    if (released != nullptr) surplus->push_back(released);
     shard.counters().active.subtract(1);
     shard.counters().active_bytes.subtract(as_signed(done.size_bytes));
+    return true;
   });
 }
 

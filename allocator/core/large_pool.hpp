@@ -75,8 +75,10 @@ class large_pool {
   // whole oversize range was taken (Note [Max split size]).
   virtual backend::status allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                                    std::size_t* placed_bytes = nullptr) noexcept = 0;
-  // Returns a block to the free index; `streams` may still have work touching it.
-  virtual void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept = 0;
+  // Returns a block to the free index; `streams` may still have work touching it. False
+  // when there was no host memory to index it: nothing changed, and the caller keeps the
+  // block to release again later (Note [Pending without host memory]).
+  virtual bool release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept = 0;
 
   // Note [Compaction]. Only memory no stream it remembers can still touch goes.
   virtual compaction_outcome compact(const compaction_pass& pass) noexcept = 0;

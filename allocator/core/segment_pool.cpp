@@ -113,18 +113,19 @@ backend::status segment_pool::allocate(std::size_t size_bytes, stream_id stream,
   }
 }
 
-void segment_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+bool segment_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+  auto segment = std::prev(segments_.upper_bound(address));
   try {
-    auto segment = std::prev(segments_.upper_bound(address));
+    // free_index::insert changes nothing when it throws (Note [Index nodes]).
     index_.insert(free_range{address, size_bytes, segment->first, freed_now(streams)});
-    // Note [Whole free segments]: the range now holding the block may cover its segment.
-    if (const std::optional<free_range_ref> merged = index_.containing_ref(address);
-        merged && covers_segment(merged->address, merged->size_bytes, merged->segment_id))
-      whole_free_bytes_ += segment->second;
   } catch (...) {
-    // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
-    // shortage must not corrupt device bookkeeping).
+    return false;  // only std::bad_alloc: the caller keeps the block (Note [Pending without host memory])
   }
+  // Note [Whole free segments]: the range now holding the block may cover its segment.
+  if (const std::optional<free_range_ref> merged = index_.containing_ref(address);
+      merged && covers_segment(merged->address, merged->size_bytes, merged->segment_id))
+    whole_free_bytes_ += segment->second;
+  return true;
 }
 
 bool segment_pool::covers_segment(std::uintptr_t address, std::size_t size_bytes,

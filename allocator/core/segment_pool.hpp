@@ -27,7 +27,7 @@ class segment_pool final : public large_pool {
   bool uses_vmm() const noexcept override { return false; }
   backend::status allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                            std::size_t* placed_bytes = nullptr) noexcept override;
-  void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept override;
+  bool release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept override;
   // Releases whole free segments (idle ones unless pass.synchronized) while more than
   // pass.bytes_to_keep cached bytes are left; no page compaction in this mode.
   compaction_outcome compact(const compaction_pass& pass) noexcept override;

@@ -133,7 +133,7 @@ backend::status vmm_pool::allocate(std::size_t size_bytes, stream_id stream, std
   }
 }
 
-void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
+bool vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept {
   freed_a_block_ = true;  // Note [First growth]
   if (!dedicated_.empty()) {
     auto at = dedicated_.find(address);
@@ -141,7 +141,7 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
       try {
         at->second.streams = freed_now(streams);
       } catch (...) {
-        return;  // no host memory: the mapping stays unavailable rather than unsafe
+        return false;  // no host memory: the caller keeps the block (Note [Pending without host memory])
       }
       at->second.in_use = false;
       at->second.free_since_epoch = pages_.epoch();
@@ -152,12 +152,17 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
         plan_.record_release(sequence, churn());
         after_plan_event();
       }
-      return;
+      return true;
     }
   }
   try {
     const std::uint64_t segment_id = in_plan_range(address) ? kPlanSegmentId : 0;
+    // free_index::insert changes nothing when it throws (Note [Index nodes]).
     index_.insert(free_range{address, size_bytes, segment_id, freed_now(streams)});
+  } catch (...) {
+    return false;  // only std::bad_alloc: the caller keeps the block (Note [Pending without host memory])
+  }
+  try {
     pages_.remove_live(address, size_bytes);
     placed_block placed;
     if (placed_blocks_.erase(address, &placed)) {
@@ -167,9 +172,9 @@ void vmm_pool::release(std::uintptr_t address, std::size_t size_bytes, const str
       after_plan_event();
     }
   } catch (...) {
-    // Only std::bad_alloc can land here: the block stays unavailable (a host-memory
-    // shortage must not corrupt device bookkeeping).
+    // Only std::bad_alloc can land here, once the block is free in the index: released.
   }
+  return true;
 }
 
 // Note [Loop plans]: the plan sees every request of the large pool, whichever way it was

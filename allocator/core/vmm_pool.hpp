@@ -54,7 +54,7 @@ class vmm_pool final : public large_pool {
   bool uses_vmm() const noexcept override { return true; }
   backend::status allocate(std::size_t size_bytes, stream_id stream, std::uintptr_t* address,
                            std::size_t* placed_bytes = nullptr) noexcept override;
-  void release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept override;
+  bool release(std::uintptr_t address, std::size_t size_bytes, const stream_set& streams) noexcept override;
   compaction_outcome compact(const compaction_pass& pass) noexcept override;
   void forget_streams() noexcept override;
   bool rename_stream(stream_id from, stream_id to) override;
