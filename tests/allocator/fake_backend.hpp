@@ -25,12 +25,18 @@ class fake_backend final : public be::backend {
   // What the last fake destroyed still had (its owner, the allocator, tears down first).
   struct left_over {
     std::size_t mappings = 0, handles = 0;
+    int events = 0;  // created and not destroyed
   };
   static left_over& last_left_over() {
     static left_over last;
     return last;
   }
-  ~fake_backend() override { last_left_over() = left_over{mappings_.size(), handles_.size()}; }
+  ~fake_backend() override { last_left_over() = left_over{mappings_.size(), handles_.size(), live_events}; }
+
+  // The fake's own maps stand for the driver's bookkeeping, whose host memory is not the
+  // program's operator new: a test that makes operator new fail spares allocations made
+  // while this is true (tests/allocator/host_memory_test.cpp).
+  static bool in_own_bookkeeping() noexcept { return own_bookkeeping_depth() > 0; }
 
   // ---- test controls ----
   bool events_complete = true;   // query_event answers ok (true) or not_ready
@@ -82,7 +88,10 @@ class fake_backend final : public be::backend {
     used_ += bytes;
     next_address_ = (next_address_ + bytes + (1 << 21)) & ~std::uintptr_t{(1 << 21) - 1};
     *address = reinterpret_cast<void*>(next_address_);
-    segments_[next_address_] = bytes;
+    {
+      const own_bookkeeping guard;
+      segments_[next_address_] = bytes;
+    }
     next_address_ += bytes;
     return be::status::ok;
   }
@@ -111,7 +120,10 @@ class fake_backend final : public be::backend {
     if (used_ + bytes > capacity_) return be::status::out_of_memory;
     used_ += bytes;
     *handle = next_handle_++;
-    handles_[*handle] = bytes;
+    {
+      const own_bookkeeping guard;
+      handles_[*handle] = bytes;
+    }
     return be::status::ok;
   }
   be::status release_physical(int, be::physical_handle handle) noexcept override {
@@ -126,8 +138,11 @@ class fake_backend final : public be::backend {
     const auto physical = handles_.find(handle);
     if (physical == handles_.end() || physical->second != bytes || overlaps_mapping(address, bytes))
       return be::status::error;
-    ++mapped_handles_[handle];
-    mappings_[address] = device_mapping{handle, bytes};
+    {
+      const own_bookkeeping guard;
+      ++mapped_handles_[handle];
+      mappings_[address] = device_mapping{handle, bytes};
+    }
     mapped_ += bytes;
     return be::status::ok;
   }
@@ -194,6 +209,16 @@ class fake_backend final : public be::backend {
     --after;
     return after->first + after->second.bytes > address;
   }
+  static int& own_bookkeeping_depth() noexcept {
+    static thread_local int depth = 0;
+    return depth;
+  }
+  struct own_bookkeeping {
+    own_bookkeeping() noexcept { ++own_bookkeeping_depth(); }
+    ~own_bookkeeping() { --own_bookkeeping_depth(); }
+    own_bookkeeping(const own_bookkeeping&) = delete;
+    own_bookkeeping& operator=(const own_bookkeeping&) = delete;
+  };
   bool should_fail(const char* call) noexcept {
     if (fail_next != call) return false;
     if (fail_skip > 0) {
