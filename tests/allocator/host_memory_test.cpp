@@ -299,3 +299,66 @@ TEST_CASE("frees that run out of host memory never crash nor hand memory out twi
   INFO("vmm " << vmm << ", exact start " << exact_start);
   run_with_failures(vmm, exact_start, true);
 }
+
+TEST_CASE("a repeating loop whose host allocations fail at random never crashes", "[host-memory][property]") {
+  // A training-like step repeated, so that a loop plan is recorded, laid out and followed,
+  // with every other operation failing one of its first three host allocations; checked as
+  // frees are (a steady step allocates no host memory, so most failures land before).
+  const bool vmm = GENERATE(true, false);
+  INFO("vmm " << vmm);
+  {
+    fragless::testing::fake_fixture f(4ull << 30, core::cache_settings::for_backend(vmm));
+    std::mt19937_64 shape(7);
+    std::vector<std::size_t> sizes;
+    for (int block = 0; block < 60; ++block) sizes.push_back((1 + shape() % 40) << 18);
+    std::mt19937_64 random(vmm ? 21 : 22);
+    long injected = 0;
+    for (int step = 0; step < 40; ++step) {
+      std::vector<std::pair<void*, std::size_t>> live;
+      const auto arm = [&] {
+        if (random() % 2 != 0) return;
+        failure_persists.store(random() % 4 == 0);
+        allocations_before_failure.store(static_cast<long>(random() % 3));
+      };
+      for (std::size_t index = 0; index < sizes.size(); ++index) {
+        failures_injected.store(0);
+        void* block = nullptr;
+        try {
+          arm();
+          block = f.instance.allocate(sizes[index], 0, stream_number(1));
+          disarm();
+        } catch (...) {
+          disarm();
+        }
+        injected += failures_injected.load();
+        if (block != nullptr) {
+          CHECK_FALSE(overlaps_any(live, block, sizes[index]));
+          live.emplace_back(block, sizes[index]);
+        }
+        if (index % 3 == 2 && !live.empty()) {  // activations freed as the step goes
+          failures_injected.store(0);
+          arm();
+          f.instance.deallocate(live.front().first);
+          disarm();
+          injected += failures_injected.load();
+          live.erase(live.begin());
+        }
+      }
+      for (auto& [block, size] : live) {
+        failures_injected.store(0);
+        arm();
+        f.instance.deallocate(block);
+        disarm();
+        injected += failures_injected.load();
+      }
+    }
+    const device_stats stats = f.cache().stats();
+    INFO("failures injected " << injected << ", plans " << stats.num_loop_plans << ", planned allocations "
+                              << stats.num_planned_allocations);
+    CHECK(injected >= 20);
+    if (vmm) CHECK(stats.num_loop_plans > 0);  // loop plans are the VMM pool's
+    f.cache().release_cache(0);
+  }
+  CHECK(fake_backend::last_left_over().mappings == 0);
+  CHECK(fake_backend::last_left_over().handles == 0);
+}
