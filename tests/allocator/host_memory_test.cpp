@@ -1,16 +1,24 @@
-// The free path when the host runs out of memory: this binary replaces the global
-// operator new with one that can be told to fail, and frees a block that other streams
-// used (record_stream), failing each of the free's host allocations in turn, once and
-// for good (Note [Pending without host memory]). Checked: the free never throws (it is
-// noexcept: a throw would terminate), the block is never handed out again while a stream
-// may still use it -- kept pending, or freed after a device synchronization -- the stats
-// stay consistent, and no event of the pool is lost (every one created is destroyed at
-// teardown).
+// The allocator when the host runs out of memory: this binary replaces the global
+// operator new with one that can be told to fail (Note [Pending without host memory],
+// Note [Index nodes]). A free after record_stream() fails each of its host allocations in
+// turn, once and for good: it never throws (it is noexcept: a throw would terminate), the
+// block is never handed out while a stream may still use it -- kept pending, or freed
+// after a device synchronization -- the stats stay consistent, and no event of the pool is
+// lost (every one created is destroyed at teardown). A free-index insert fails each of its
+// two nodes: both trees still agree. Random operations fail allocations and
+// record_stream() (the cache must be exactly as it was: the full walk after each), or
+// frees, cache releases and a loop plan's steps too (no two live blocks overlap, and
+// everything is given back at teardown). The fake backend's own maps are spared: they
+// stand for the driver's bookkeeping, not the program's heap.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <random>
+#include <utility>
+#include <vector>
 
 #include "core/free_index.hpp"
 #include "fake_random_operations.hpp"
@@ -65,12 +73,12 @@ void operator delete[](void* memory, const std::nothrow_t&) noexcept { std::free
 
 using namespace fragless;
 using fragless::testing::fake_backend;
+using fragless::testing::stream_number;
 
 namespace {
 // Ends the injection, before the test's own bookkeeping allocates.
 void disarm() noexcept { allocations_before_failure.store(-1); }
 }  // namespace
-using fragless::testing::stream_number;
 
 namespace {
 
