@@ -175,7 +175,7 @@ class device_cache {
   // synchronized. Takes device_mutex_.
   void free_small_after_synchronization(stream_shard& shard, const live_block& block,
                                         const std::vector<use_event>& events) noexcept;
-  // Gives `events` back to the pool (a pending entry that could not be kept).
+  // Gives `events` back to the pool (a pending entry completed, or one that could not be kept).
   void release_events(const std::vector<use_event>& events) noexcept {
     for (const use_event& each : events) events_.release(each.event);
   }

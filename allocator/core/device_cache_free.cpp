@@ -266,7 +266,7 @@ void device_cache::complete_pending(std::vector<Pending>& pending, bool device_s
       ++keep;
       continue;
     }
-    for (const use_event& each : at->events) events_.release(each.event);
+    release_events(at->events);
   }
   pending.erase(keep, pending.end());
 }
