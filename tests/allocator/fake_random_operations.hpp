@@ -18,6 +18,7 @@
 #include "consistency.hpp"
 #include "core/allocator.hpp"
 #include "fake_backend.hpp"
+#include "test_scale.hpp"
 
 namespace fragless::testing {
 
@@ -33,10 +34,10 @@ struct fake_fixture {
 
 inline void* stream_number(std::uintptr_t n) { return reinterpret_cast<void*>(n); }
 
-// FRAGLESS_TEST_OPS, else `fallback`.
+// FRAGLESS_TEST_OPS, else `fallback` (a quarter of it under a sanitizer: Note [Sanitizer scale]).
 inline int test_operations(int fallback) {
   const char* text = std::getenv("FRAGLESS_TEST_OPS");
-  return text ? std::atoi(text) : fallback;
+  return text ? std::atoi(text) : for_build(fallback);
 }
 
 struct random_operation_mix {

@@ -167,7 +167,9 @@ void run_with_failures(bool vmm, std::size_t exact_start_allocations, bool frees
     std::vector<std::pair<void*, std::size_t>> live;
     std::size_t live_bytes = 0;
     long injected = 0, allocations_failed = 0;
-    const int operations = fragless::testing::test_operations(4000);
+    // Without the walk after each operation the free-failing runs are cheap: four times as
+    // many, so that even a sanitizer build's quarter (Note [Sanitizer scale]) injects plenty.
+    const int operations = fragless::testing::test_operations(frees_fail ? 16000 : 4000);
     for (int step = 0; step < operations; ++step) {
       // Allocations seldom need host memory (kept nodes, slabs): where only they fail, each
       // is armed.

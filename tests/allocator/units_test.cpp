@@ -15,6 +15,7 @@
 #include "core/size_classes.hpp"
 #include "core/small_pool.hpp"
 #include "core/window_positions.hpp"
+#include "test_scale.hpp"
 
 using namespace fragless::core;
 
@@ -445,7 +446,7 @@ TEST_CASE("page set agrees with std::set on random operations and range queries"
       page_set other(page_count), also(page_count);
       std::set<std::size_t> other_oracle, also_oracle;
       std::uniform_int_distribution<std::size_t> any_page(0, page_count - 1);
-      for (int batch = 0; batch < 8; ++batch) {
+      for (int batch = 0; batch < fragless::testing::for_build(8); ++batch) {  // Note [Sanitizer scale]
         for (std::size_t operation = 0; operation < page_count * 2 / static_cast<std::size_t>(density) + 3; ++operation) {
           const std::size_t page = any_page(random);
           const std::size_t kind = random() % 10;
