@@ -46,11 +46,9 @@ std::uint64_t new_cache_instance_id() noexcept { return next_instance_id.fetch_a
 device_cache::~device_cache() {
   stop_background_compaction();
   // Pending events go back to the pool, which the event_pool destructor destroys.
-  for (pending_large& pending : pending_large_)
-    for (const use_event& each : pending.events) events_.release(each.event);
+  for (const pending_large& pending : pending_large_) release_events(pending.events);
   for (auto& [stream, shard] : shards_)
-    for (pending_object& pending : shard->pending())
-      for (const use_event& each : pending.events) events_.release(each.event);
+    for (const pending_object& pending : shard->pending()) release_events(pending.events);
 }
 
 void device_cache::initialize() {
