@@ -5,11 +5,12 @@
 // block is never handed out while a stream may still use it -- kept pending, or freed
 // after a device synchronization -- the stats stay consistent, and no event of the pool is
 // lost (every one created is destroyed at teardown). A free-index insert fails each of its
-// two nodes: both trees still agree. Random operations fail allocations and
-// record_stream() (the cache must be exactly as it was: the full walk after each), or
-// frees, cache releases and a loop plan's steps too (no two live blocks overlap, and
-// everything is given back at teardown). The fake backend's own maps are spared: they
-// stand for the driver's bookkeeping, not the program's heap.
+// two nodes: both trees still agree. An empty slab going back to the large pool fails each
+// of its host allocations: the range is kept pending and given back at the next scan.
+// Random operations fail allocations and record_stream() (the cache must be exactly as it
+// was: the full walk after each), or frees, cache releases and a loop plan's steps too (no
+// two live blocks overlap, and everything is given back at teardown). The fake backend's
+// own maps are spared: they stand for the driver's bookkeeping, not the program's heap.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -136,6 +137,64 @@ TEST_CASE("a free whose pending entry cannot be held loses no event and stays sa
   // The free allocates (the events' list, the pending entry): each was failed in turn.
   CHECK(points >= 2);
   CHECK(points < 64);
+}
+
+// An empty slab beyond the one a class keeps goes back to the large pool; where the pool
+// cannot index it (no host memory for its free range), it is kept pending with no event
+// and the next scan gives it back (Note [Pending without host memory]). Failing each of
+// the emptying free's host allocations in turn: the full walk holds after the free, and
+// once a large allocation has scanned the pending list and the cache is released, every
+// byte is given back.
+TEST_CASE("an empty slab the large pool cannot take back is given back at the next scan", "[host-memory]") {
+  const bool vmm = GENERATE(true, false);
+  INFO("vmm " << vmm);
+  long kept_pending = 0, points = 0;
+  for (long failing = 0; failing < 64; ++failing) {
+    INFO("failing allocation " << failing);
+    core::cache_settings settings = core::cache_settings::for_backend(vmm);
+    settings.exact_start_allocations = 0;  // small blocks in slabs from the start
+    fragless::testing::fake_fixture f(1ull << 30, settings);
+    void* const stream = stream_number(1);
+    std::vector<void*> objects;
+    while (f.cache().stats().segment[pool_small].current < 2) {
+      objects.push_back(f.instance.allocate(512, 0, stream));
+      REQUIRE(objects.back() != nullptr);
+      REQUIRE(objects.size() < 100000);
+    }
+    // A large block after the second slab, so that the slab's range, freed, touches no
+    // free range: its insert needs nodes of its own.
+    void* const neighbour = f.instance.allocate(1 << 20, 0, stream);
+    REQUIRE(neighbour != nullptr);
+    // In allocation order: the first slab empties and is kept, the last free empties the
+    // second, a surplus.
+    for (std::size_t index = 0; index + 1 < objects.size(); ++index) f.instance.deallocate(objects[index]);
+    REQUIRE(f.cache().stats().segment[pool_small].current == 2);
+    const std::int64_t live_large_bytes = f.cache().stats().active_bytes[pool_large].current;
+    failures_injected.store(0);
+    failure_persists.store(false);  // once: the pending entry that keeps the range has room
+    allocations_before_failure.store(failing);
+    f.instance.deallocate(objects.back());
+    disarm();
+    const bool failed = failures_injected.load() > 0;
+    f.check();
+    CHECK(f.cache().stats().segment[pool_small].current == 1);
+    const std::int64_t pending_bytes = f.cache().stats().active_bytes[pool_large].current - live_large_bytes;
+    if (pending_bytes > 0) ++kept_pending;
+    CHECK((pending_bytes == 0 || failed));
+    void* large = f.instance.allocate(64ull << 20, 0, stream);  // scans the pending list
+    REQUIRE(large != nullptr);
+    CHECK(f.cache().stats().active_bytes[pool_large].current == live_large_bytes + (64ll << 20));
+    f.instance.deallocate(large);
+    f.instance.deallocate(neighbour);
+    f.cache().release_cache(0);
+    f.check();
+    CHECK(f.cache().stats().reserved_bytes[pool_all].current == 0);
+    if (!failed) break;
+    ++points;
+  }
+  CHECK(points >= 1);
+  CHECK(points < 64);
+  CHECK(kept_pending >= 1);  // some failure struck the large pool's insert
 }
 
 namespace {
