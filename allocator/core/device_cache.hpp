@@ -157,6 +157,9 @@ class device_cache {
   // Holds the shard's mutex.
   void process_pending_small(stream_shard& shard, bool device_synchronized, std::vector<slab*>* surplus) noexcept;
   void return_slab_locked(stream_shard& shard, slab* released) noexcept;
+  // Holds device_mutex_: a slab out of its shard gives its range to the large pool, or keeps
+  // it pending there (Note [Pending without host memory]).
+  void slab_to_large_pool_locked(const slab& owned, stream_id stream, bool idle) noexcept;
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
   void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
   // Holds device_mutex_. The small-pool part of the per-allocation stats, summed over

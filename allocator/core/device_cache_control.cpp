@@ -44,15 +44,18 @@ void device_cache::settle_locked(bool synchronized) noexcept {
       {
         std::lock_guard<spin_lock> lock(shard->mutex());
         process_pending_small(*shard, synchronized, &slabs);
-        empty = shard->take_empty_slabs();
+        try {
+          empty = shard->take_empty_slabs();
+        } catch (...) {
+          // No host memory for the list: no slab was taken, the empty ones stay cached; the
+          // surplus ones in `slabs`, already out of the shard's lists, still go back below
+          // (Note [Pending without host memory]).
+        }
       }
       for (slab* released : slabs) return_slab_locked(*shard, released);
-      for (auto& owned : empty) {
+      for (const auto& owned : empty) {
         const bool idle = synchronized && shard->covered_by_synchronization(owned->emptied_at_release);
-        large_->release(owned->address, owned->bytes, idle ? stream_set() : stream_set(shard->stream()));
-        update(stats_.segment, pool_small, -1);
-        stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
-        stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
+        slab_to_large_pool_locked(*owned, shard->stream(), idle);
       }
     }
   } catch (...) {

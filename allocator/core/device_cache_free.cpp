@@ -129,8 +129,9 @@ void device_cache::count_small_allocation(stream_shard& shard, std::size_t size_
 //  - A block the large pool cannot index (large_pool::release false: no node for its free
 //    range; nothing changed) is kept pending with no event, and the next scan of the
 //    pending list gives it back; so is an empty slab going back to the large pool
-//    (return_slab_locked), as a pending block of that pool. A pending free whose release
-//    fails stays in the list, its events with it.
+//    (slab_to_large_pool_locked), as a pending block of that pool. A pending free whose
+//    release fails stays in the list, its events with it; a cache release that cannot list
+//    the empty slabs keeps them cached, and still returns the surplus ones it already took.
 // Room for an entry is reserved before anything moves into it, so a failed reallocation
 // drops nothing. Only where even that fails, or the synchronization does, does a block
 // stay unavailable (and active) for good: unavailable rather than unsafe.
@@ -242,26 +243,33 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
     std::lock_guard<spin_lock> lock(shard.mutex());
     owned = shard.adopt_released(released);
   }
+  slab_to_large_pool_locked(*owned, shard.stream(), false);
+}
+
+// Holds device_mutex_ (the slab is out of its shard). `idle`: no stream may still use it.
+void device_cache::slab_to_large_pool_locked(const slab& owned, stream_id stream, bool idle) noexcept {
   stream_set streams;
-  try {
-    streams = stream_set(shard.stream());
-  } catch (...) {
+  if (!idle) {
+    try {
+      streams = stream_set(stream);
+    } catch (...) {
+    }
   }
-  if (!large_->release(owned->address, owned->bytes, streams)) {
+  if (!large_->release(owned.address, owned.bytes, streams)) {
     // Note [Pending without host memory]: the range is kept as a pending block of the
     // large pool with no event (active until the next scan gives it back); unavailable
     // only if even that entry finds no room.
     try {
       reserve_one_more(pending_large_);
-      pending_large_.push_back(pending_large{owned->address, owned->bytes, shard.stream(), {}});
+      pending_large_.push_back(pending_large{owned.address, owned.bytes, stream, {}});
       stats_.active[pool_large].increase(1);
-      stats_.active_bytes[pool_large].increase(as_signed(owned->bytes));
+      stats_.active_bytes[pool_large].increase(as_signed(owned.bytes));
     } catch (...) {
     }
   }
   update(stats_.segment, pool_small, -1);
-  stats_.reserved_bytes[pool_small].decrease(as_signed(owned->bytes));
-  stats_.reserved_bytes[pool_large].increase(as_signed(owned->bytes));
+  stats_.reserved_bytes[pool_small].decrease(as_signed(owned.bytes));
+  stats_.reserved_bytes[pool_large].increase(as_signed(owned.bytes));
 }
 
 // `covered(entry)`: the device synchronization (if any) completed the entry's uses.

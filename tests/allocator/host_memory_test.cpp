@@ -8,8 +8,9 @@
 // two nodes: both trees still agree. An empty slab going back to the large pool fails each
 // of its host allocations: the range is kept pending and given back at the next scan.
 // Random operations fail allocations and record_stream() (the cache must be exactly as it
-// was: the full walk after each), or frees, cache releases and a loop plan's steps too (no
-// two live blocks overlap, and everything is given back at teardown). The fake backend's
+// was: the full walk after each), or every kind once (the walk after each, and everything
+// given back at the end), or frees, cache releases and a loop plan's steps persistently
+// too (no two live blocks overlap, and everything is given back at teardown). The fake backend's
 // own maps are spared: they stand for the driver's bookkeeping, not the program's heap.
 #include <catch2/catch.hpp>
 
@@ -209,15 +210,25 @@ bool overlaps_any(const std::vector<std::pair<void*, std::size_t>>& live, void* 
   return false;
 }
 
+// Which operations fail, and how.
+enum class failing {
+  allocations,      // every allocation and record_stream, once or from then on
+  everything_once,  // every kind of operation, frees and cache releases too, once
+  everything,       // one operation in four of every kind, once or from then on
+};
+
 // Random operations with a host allocation failing: one of the operation's first eight,
-// once or from then on (until the operation ends). With `frees_fail`, one operation in four
-// of every kind, frees and cache releases too; else every allocation and record_stream,
-// which must leave the cache exactly as it was when they throw (checked in full after
-// every operation).
-// A free that meets a failure may leave its block unavailable (Note [Pending without host
-// memory], and vmm_pool::release): then the check is that nothing crashes, no two live
-// blocks overlap, and everything made is given back at teardown.
-void run_with_failures(bool vmm, std::size_t exact_start_allocations, bool frees_fail) {
+// once or from then on (until the operation ends). Where only allocations and
+// record_stream fail, they must leave the cache exactly as it was when they throw; where
+// every kind fails once, a free or release delays what it cannot do, a later operation
+// finishing it (Note [Pending without host memory]) -- both checked in full after every
+// operation, and everything given back at the end. A failure that persists through a free
+// may leave its block unavailable for good (no room even for the pending entry): then the
+// check is that nothing crashes, no two live blocks overlap, and everything made is given
+// back at teardown.
+void run_with_failures(bool vmm, std::size_t exact_start_allocations, failing mode) {
+  const bool frees_fail = mode != failing::allocations;
+  const bool strict = mode != failing::everything;
   core::cache_settings settings = core::cache_settings::for_backend(vmm);
   settings.exact_start_allocations = exact_start_allocations;
   {
@@ -228,12 +239,12 @@ void run_with_failures(bool vmm, std::size_t exact_start_allocations, bool frees
     long injected = 0, allocations_failed = 0;
     // Without the walk after each operation the free-failing runs are cheap: four times as
     // many, so that even a sanitizer build's quarter (Note [Sanitizer scale]) injects plenty.
-    const int operations = fragless::testing::test_operations(frees_fail ? 16000 : 4000);
+    const int operations = fragless::testing::test_operations(strict ? 4000 : 16000);
     for (int step = 0; step < operations; ++step) {
-      // Allocations seldom need host memory (kept nodes, slabs): where only they fail, each
-      // is armed.
-      const bool armed = !frees_fail || random() % 4 == 0;
-      const bool persists = random() % 4 == 0;
+      // Allocations seldom need host memory (kept nodes, slabs): each operation is armed,
+      // but for one in four where failures may persist through frees.
+      const bool armed = mode != failing::everything || random() % 4 == 0;
+      const bool persists = random() % 4 == 0 && mode != failing::everything_once;
       const long failing = static_cast<long>(random() % 8);
       const auto arm = [&] {
         failures_injected.store(0);
@@ -292,7 +303,7 @@ void run_with_failures(bool vmm, std::size_t exact_start_allocations, bool frees
         disarm();
       }
       injected += failures_injected.load();
-      if (!frees_fail) {
+      if (strict) {
         INFO("operation " << step << " (choice " << choice << "), failures injected " << failures_injected.load());
         f.check();
       }
@@ -302,7 +313,7 @@ void run_with_failures(bool vmm, std::size_t exact_start_allocations, bool frees
     for (auto& [block, size] : live) f.instance.deallocate(block);
     f.device_backend->events_complete = true;
     f.cache().release_cache(0);
-    if (!frees_fail) {
+    if (strict) {
       f.check();
       const device_stats stats = f.cache().stats();
       CHECK(stats.allocated_bytes[pool_all].current == 0);
@@ -359,14 +370,22 @@ TEST_CASE("allocations and record_stream that run out of host memory leave the c
   const bool vmm = GENERATE(true, false);
   const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
   INFO("vmm " << vmm << ", exact start " << exact_start);
-  run_with_failures(vmm, exact_start, false);
+  run_with_failures(vmm, exact_start, failing::allocations);
+}
+
+TEST_CASE("frees and releases that run out of host memory once delay what they cannot do, and lose nothing",
+          "[host-memory][property]") {
+  const bool vmm = GENERATE(true, false);
+  const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
+  INFO("vmm " << vmm << ", exact start " << exact_start);
+  run_with_failures(vmm, exact_start, failing::everything_once);
 }
 
 TEST_CASE("frees that run out of host memory never crash nor hand memory out twice", "[host-memory][property]") {
   const bool vmm = GENERATE(true, false);
   const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
   INFO("vmm " << vmm << ", exact start " << exact_start);
-  run_with_failures(vmm, exact_start, true);
+  run_with_failures(vmm, exact_start, failing::everything);
 }
 
 TEST_CASE("a repeating loop whose host allocations fail at random never crashes", "[host-memory][property]") {
