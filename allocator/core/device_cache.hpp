@@ -160,6 +160,7 @@ class device_cache {
   // Holds device_mutex_: a slab out of its shard gives its range to the large pool, or keeps
   // it pending there (Note [Pending without host memory]).
   void slab_to_large_pool_locked(const slab& owned, stream_id stream, bool idle) noexcept;
+  bool keep_unindexed_locked(std::uintptr_t address, std::size_t size_bytes, stream_id stream) noexcept;
   void record_free_stats(const live_block& block, bool deactivate) noexcept;
   void count_small_allocation(stream_shard& shard, std::size_t size_bytes, std::size_t request_bytes) noexcept;
   // Holds device_mutex_. The small-pool part of the per-allocation stats, summed over

@@ -207,11 +207,7 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
     // Note [Pending without host memory]: kept pending, with no event to wait for, so the
     // next scan gives it back; unavailable only if even that entry finds no room.
     record_free_stats(block, false);
-    try {
-      reserve_one_more(pending_large_);
-      pending_large_.push_back(pending_large{address, block.size_bytes, block.stream, {}});
-    } catch (...) {
-    }
+    keep_unindexed_locked(address, block.size_bytes, block.stream);
     return;
   }
   record_free_stats(block, true);
@@ -255,21 +251,29 @@ void device_cache::slab_to_large_pool_locked(const slab& owned, stream_id stream
     } catch (...) {
     }
   }
-  if (!large_->release(owned.address, owned.bytes, streams)) {
-    // Note [Pending without host memory]: the range is kept as a pending block of the
-    // large pool with no event (active until the next scan gives it back); unavailable
-    // only if even that entry finds no room.
-    try {
-      reserve_one_more(pending_large_);
-      pending_large_.push_back(pending_large{owned.address, owned.bytes, stream, {}});
-      stats_.active[pool_large].increase(1);
-      stats_.active_bytes[pool_large].increase(as_signed(owned.bytes));
-    } catch (...) {
-    }
+  // Note [Pending without host memory]: a range the pool cannot index is a pending block
+  // of the large pool, active until the next scan gives it back.
+  if (!large_->release(owned.address, owned.bytes, streams) &&
+      keep_unindexed_locked(owned.address, owned.bytes, stream)) {
+    stats_.active[pool_large].increase(1);
+    stats_.active_bytes[pool_large].increase(as_signed(owned.bytes));
   }
   update(stats_.segment, pool_small, -1);
   stats_.reserved_bytes[pool_small].decrease(as_signed(owned.bytes));
   stats_.reserved_bytes[pool_large].increase(as_signed(owned.bytes));
+}
+
+// Holds device_mutex_. Note [Pending without host memory]: a range the large pool could
+// not index, kept pending with no event so that the next scan gives it back; false (the
+// range unavailable for good) only if even that entry finds no room.
+bool device_cache::keep_unindexed_locked(std::uintptr_t address, std::size_t size_bytes, stream_id stream) noexcept {
+  try {
+    reserve_one_more(pending_large_);
+  } catch (...) {
+    return false;
+  }
+  pending_large_.push_back(pending_large{address, size_bytes, stream, {}});
+  return true;
 }
 
 // `covered(entry)`: the device synchronization (if any) completed the entry's uses.
