@@ -10,8 +10,9 @@
 // Random operations fail allocations and record_stream() (the cache must be exactly as it
 // was: the full walk after each), or every kind once (the walk after each, and everything
 // given back at the end), or frees, cache releases and a loop plan's steps persistently
-// too (no two live blocks overlap, and everything is given back at teardown). The fake backend's
-// own maps are spared: they stand for the driver's bookkeeping, not the program's heap.
+// too (no two live blocks overlap, and everything is given back at teardown). The fake
+// backend's own maps are spared: they stand for the driver's bookkeeping, not the
+// program's heap.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -326,6 +327,15 @@ void run_with_failures(bool vmm, std::size_t exact_start_allocations, failing mo
   CHECK(fake_backend::last_left_over().handles == 0);
 }
 
+// run_with_failures in both backends, with and without an exact start (a generator each:
+// called from a test case, one run per combination).
+void run_in_each_configuration(failing mode) {
+  const bool vmm = GENERATE(true, false);
+  const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
+  INFO("vmm " << vmm << ", exact start " << exact_start);
+  run_with_failures(vmm, exact_start, mode);
+}
+
 }  // namespace
 
 TEST_CASE("a free-index insert that runs out of host memory changes nothing", "[host-memory]") {
@@ -367,25 +377,16 @@ TEST_CASE("a free-index insert that runs out of host memory changes nothing", "[
 
 TEST_CASE("allocations and record_stream that run out of host memory leave the cache as it was",
           "[host-memory][property]") {
-  const bool vmm = GENERATE(true, false);
-  const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
-  INFO("vmm " << vmm << ", exact start " << exact_start);
-  run_with_failures(vmm, exact_start, failing::allocations);
+  run_in_each_configuration(failing::allocations);
 }
 
 TEST_CASE("frees and releases that run out of host memory once delay what they cannot do, and lose nothing",
           "[host-memory][property]") {
-  const bool vmm = GENERATE(true, false);
-  const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
-  INFO("vmm " << vmm << ", exact start " << exact_start);
-  run_with_failures(vmm, exact_start, failing::everything_once);
+  run_in_each_configuration(failing::everything_once);
 }
 
 TEST_CASE("frees that run out of host memory never crash nor hand memory out twice", "[host-memory][property]") {
-  const bool vmm = GENERATE(true, false);
-  const std::size_t exact_start = GENERATE(std::size_t{0}, std::size_t{1024});
-  INFO("vmm " << vmm << ", exact start " << exact_start);
-  run_with_failures(vmm, exact_start, failing::everything);
+  run_in_each_configuration(failing::everything);
 }
 
 TEST_CASE("a repeating loop whose host allocations fail at random never crashes", "[host-memory][property]") {

@@ -86,6 +86,13 @@ replay_result replay(const core::cache_settings& settings, const fragless::trace
   return replay_each_pass(settings, workload, passes).back();
 }
 
+// The figures after the last two of `passes` passes, from one replay.
+std::pair<replay_result, replay_result> replay_last_two(const core::cache_settings& settings,
+                                                        const fragless::traces::trace& workload, int passes) {
+  std::vector<replay_result> after_pass = replay_each_pass(settings, workload, passes);
+  return {after_pass[passes - 2], after_pass[passes - 1]};
+}
+
 // Every request served, plans followed, peak reserved within `bound` x the peak of live
 // bytes (1.03 unless said), no race.
 void check_planned_replay(const replay_result& result, double bound = 1.03) {
@@ -108,9 +115,7 @@ void check_settled(const replay_result& earlier, const replay_result& later) {
 
 // Planned within 1.03x its live peak, and no device call in the fifth pass.
 void check_settled_by_fifth_pass(const fragless::traces::trace& workload) {
-  const std::vector<replay_result> passes = replay_each_pass(core::cache_settings{}, workload, 5);
-  const replay_result& four = passes[3];
-  const replay_result& five = passes[4];
+  const auto [four, five] = replay_last_two(core::cache_settings{}, workload, 5);
   check_planned_replay(five, 1.03);
   check_settled(four, five);
 }
@@ -150,9 +155,7 @@ TEST_CASE("a pipeline whose step holds huge blocks is planned over the whole ste
 
   core::cache_settings chunked;
   chunked.conf.physical_chunk_fraction = 1.0 / 256;
-  const std::vector<replay_result> passes = replay_each_pass(chunked, workload, 4);
-  const replay_result& three = passes[2];
-  const replay_result& four = passes[3];
+  const auto [three, four] = replay_last_two(chunked, workload, 4);
   CHECK(four.failed == 0);
   CHECK(four.stats.num_loop_plans_abandoned == 0);
   CHECK(static_cast<double>(four.peak_reserved_bytes) <= 1.03 * static_cast<double>(four.peak_live_bytes));
@@ -167,9 +170,7 @@ TEST_CASE("a pipeline whose step holds huge blocks is planned over the whole ste
 // pass. Recorded either way, the plan is followed: 1.014x, and the fifth pass makes none.
 TEST_CASE("a huge request is the same token whichever way it is served", "[growth][loop_plans]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("huge-tensors", 20);
-  const std::vector<replay_result> passes = replay_each_pass(core::cache_settings{}, workload, 5);
-  const replay_result& four = passes[3];
-  const replay_result& five = passes[4];
+  const auto [four, five] = replay_last_two(core::cache_settings{}, workload, 5);
   CHECK(five.stats.num_loop_plans_abandoned == 0);
   check_planned_replay(five);
   check_settled(four, five);
@@ -184,9 +185,7 @@ TEST_CASE("a huge request is the same token whichever way it is served", "[growt
 // makes no device call, at the same peak.
 TEST_CASE("a loop plan leaves weights that mappings of their own serve where they are", "[growth][loop_plans]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("unet-resolution", 1);
-  const std::vector<replay_result> passes = replay_each_pass(core::cache_settings{}, workload, 5);
-  const replay_result& four = passes[3];
-  const replay_result& five = passes[4];
+  const auto [four, five] = replay_last_two(core::cache_settings{}, workload, 5);
   CHECK(five.stats.num_loop_plans_abandoned == 1);  // a layer taken for the step, in the first pass
   check_planned_replay(five, 1.01);
   check_settled(four, five);
@@ -235,9 +234,7 @@ TEST_CASE("a refused layout is taken once reserved memory holds it", "[loop_plan
 // were still made in the fifth pass.
 TEST_CASE("a refused layout leaves room for the blocks no plan places", "[loop_plans][move_budget]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("kv-cache-eviction", 37);
-  const std::vector<replay_result> passes = replay_each_pass(core::cache_settings{}, workload, 5);
-  const replay_result& four = passes[3];
-  const replay_result& five = passes[4];
+  const auto [four, five] = replay_last_two(core::cache_settings{}, workload, 5);
   CHECK(five.failed == 0);
   const double over_live =
       static_cast<double>(five.peak_reserved_bytes) / static_cast<double>(five.peak_live_bytes);
@@ -260,9 +257,7 @@ TEST_CASE("the growth allowance is granted once a loop plan waits to hand over",
   const fragless::traces::trace workload = bench::generate_corpus_workload("unet-resolution", 123);
   core::cache_settings defaults;
   defaults.conf.deferred_unmaps = false;
-  const std::vector<replay_result> passes = replay_each_pass(defaults, workload, 5);
-  const replay_result& four = passes[3];
-  const replay_result& five = passes[4];
+  const auto [four, five] = replay_last_two(defaults, workload, 5);
   CHECK(five.failed == 0);
   check_settled(four, five);
   constexpr double kPageBytes = 2.0 * 1024 * 1024;  // the allowance is rounded to pages
@@ -276,9 +271,7 @@ TEST_CASE("the growth allowance is granted once a loop plan waits to hand over",
   no_headroom.conf.page_move_headroom = 0.0;
   for (const core::cache_settings* settings : {&no_plans, &no_headroom}) {
     INFO("loop_plans " << settings->conf.loop_plans << ", page_move_headroom " << settings->conf.page_move_headroom);
-    const std::vector<replay_result> moving = replay_each_pass(*settings, workload, 5);
-    const replay_result& moving_four = moving[3];
-    const replay_result& moving_five = moving[4];
+    const auto [moving_four, moving_five] = replay_last_two(*settings, workload, 5);
     CHECK(moving_five.failed == 0);
     CHECK(device_calls(moving_five.stats) > device_calls(moving_four.stats));  // still moving in the fifth pass
     CHECK(moving_five.stats.num_page_moves > 0);
@@ -295,9 +288,7 @@ TEST_CASE("the growth allowance is granted once a loop plan waits to hand over",
 // within a few percent, and the later passes (planned over the whole pass) make no call.
 TEST_CASE("a refused loop is budgeted once it has followed its step a whole step", "[loop_plans][move_budget]") {
   const fragless::traces::trace workload = bench::generate_corpus_workload("quantized-attention", 920);
-  const std::vector<replay_result> passes = replay_each_pass(core::cache_settings{}, workload, 5);
-  const replay_result& four = passes[3];
-  const replay_result& five = passes[4];
+  const auto [four, five] = replay_last_two(core::cache_settings{}, workload, 5);
   CHECK(five.stats.num_page_moves > 0);
   check_planned_replay(five, 1.05);
   check_settled(four, five);
