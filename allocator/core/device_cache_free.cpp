@@ -180,7 +180,6 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
   }
   std::lock_guard<std::mutex> lock(device_mutex_);
   live_blocks_.erase_freed(address);  // Note [Frees in flight]: the pool has it back below
-  stream_set streams;
   if (wait_for_uses) {
     try {
       if (recorded) {
@@ -197,12 +196,9 @@ void device_cache::free_block(std::uintptr_t address, live_block&& block) noexce
       record_free_stats(block, false);
       return;
     }
-  } else {
-    try {
-      streams = stream_set(block.stream);
-    } catch (...) {
-    }
   }
+  // After the synchronization above, no stream's work can still touch the block.
+  const stream_set streams = wait_for_uses ? stream_set() : stream_set(block.stream);
   if (!large_->release(address, block.size_bytes, streams)) {
     // Note [Pending without host memory]: kept pending, with no event to wait for, so the
     // next scan gives it back; unavailable only if even that entry finds no room.
@@ -244,13 +240,7 @@ void device_cache::return_slab_locked(stream_shard& shard, slab* released) noexc
 
 // Holds device_mutex_ (the slab is out of its shard). `idle`: no stream may still use it.
 void device_cache::slab_to_large_pool_locked(const slab& owned, stream_id stream, bool idle) noexcept {
-  stream_set streams;
-  if (!idle) {
-    try {
-      streams = stream_set(stream);
-    } catch (...) {
-    }
-  }
+  const stream_set streams = idle ? stream_set() : stream_set(stream);
   // Note [Pending without host memory]: a range the pool cannot index is a pending block
   // of the large pool, active until the next scan gives it back.
   if (!large_->release(owned.address, owned.bytes, streams) &&
@@ -301,13 +291,7 @@ void device_cache::process_pending_locked(bool device_synchronized) noexcept {
   // Large frees hold the device lock, as does the synchronization: all came before it.
   const auto before_synchronization = [](const pending_large&) { return true; };
   complete_pending(pending_large_, device_synchronized, before_synchronization, [&](const pending_large& done) {
-    stream_set streams;
-    if (!device_synchronized) {
-      try {
-        streams = stream_set(done.stream);
-      } catch (...) {
-      }
-    }
+    const stream_set streams = device_synchronized ? stream_set() : stream_set(done.stream);
     if (!large_->release(done.address, done.size_bytes, streams)) return false;
     stats_.active[pool_large].decrease(1);
     stats_.active_bytes[pool_large].decrease(as_signed(done.size_bytes));

@@ -39,7 +39,8 @@ class stream_set {
   };
 
   stream_set() = default;
-  explicit stream_set(stream_id stream, std::uint64_t freed_at_tick = kUnknownTick)
+  // One stream, inline: no heap, so no throw.
+  explicit stream_set(stream_id stream, std::uint64_t freed_at_tick = kUnknownTick) noexcept
       : inline_{entry{stream, freed_at_tick}}, size_(1) {}
   stream_set(const stream_set&) = default;
   stream_set& operator=(const stream_set&) = default;  // reuses this set's heap array
