@@ -33,12 +33,14 @@ namespace fragless::core {
 class lifetime_columns {
 public:
   static constexpr std::size_t kLanes = 4;
+  // Entries past capacity() a group may read: the widest group's (Note [Wide lifetime tests]).
+  static constexpr std::size_t kPaddingEntries = 8;
 
   explicit lifetime_columns(std::size_t capacity)
       : capacity_(capacity),
-        begins_(std::make_unique<std::uint32_t[]>(capacity + kLanes)),
-        ends_(std::make_unique<std::uint32_t[]>(capacity + kLanes)),
-        second_ends_(std::make_unique<std::uint32_t[]>(capacity + kLanes)) {}
+        begins_(std::make_unique<std::uint32_t[]>(capacity + kPaddingEntries)),
+        ends_(std::make_unique<std::uint32_t[]>(capacity + kPaddingEntries)),
+        second_ends_(std::make_unique<std::uint32_t[]>(capacity + kPaddingEntries)) {}
 
   std::size_t size() const noexcept { return size_; }
   std::size_t capacity() const noexcept { return capacity_; }
@@ -59,6 +61,15 @@ public:
     set(size_++, begin, end, second_end);
   }
   void pop_back() noexcept { --size_; }
+  // Moves entries [from, size()) to the end of `other` (which has room for them), in order.
+  void move_tail_to(std::size_t from, lifetime_columns& other) noexcept {
+    const std::size_t moved = size_ - from;
+    std::memcpy(&other.begins_[other.size_], &begins_[from], moved * sizeof(std::uint32_t));
+    std::memcpy(&other.ends_[other.size_], &ends_[from], moved * sizeof(std::uint32_t));
+    std::memcpy(&other.second_ends_[other.size_], &second_ends_[from], moved * sizeof(std::uint32_t));
+    other.size_ += moved;
+    size_ = from;
+  }
   // Entry `position` (< size()) becomes the lifetime given / a copy of entry `from`.
   void set(std::size_t position, std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) noexcept {
     begins_[position] = begin;
@@ -72,11 +83,22 @@ public:
   }
 
   // Bit j: entry 64 * word + j meets the lifetime [begin, end) + [0, second_end)
-  // (lifetimes_meet); no bit at or above size().
+  // (lifetimes_meet); no bit at or above size(). Eight at a time where the processor can
+  // (Note [Wide lifetime tests] in lifetime_columns.cpp), else four.
   std::uint64_t meeting_bits(std::size_t word, std::uint32_t begin, std::uint32_t end,
                              std::uint32_t second_end) const noexcept {
     const std::size_t first = word * 64;
     const std::size_t count = size_ - first < 64 ? size_ - first : 64;
+    if (kWideMeetingBits != nullptr)
+      return kWideMeetingBits(&begins_[first], &ends_[first], &second_ends_[first], count, begin, end, second_end);
+    return narrow_meeting_bits(&begins_[first], &ends_[first], &second_ends_[first], count, begin, end, second_end);
+  }
+
+  // The test of up to 64 entries (count), four at a time: SSE2, NEON or plain code. Reads
+  // up to kLanes - 1 entries past count; no bit at or above count.
+  static std::uint64_t narrow_meeting_bits(const std::uint32_t* begins, const std::uint32_t* ends,
+                                           const std::uint32_t* second_ends, std::size_t count, std::uint32_t begin,
+                                           std::uint32_t end, std::uint32_t second_end) noexcept {
     std::uint64_t bits = 0;
     const std::uint32_t wraps = second_end > 0 ? ~std::uint32_t{0} : 0;
     // 32 tests per half word: lane i of group g holds bit 4 g + i, folded across lanes once.
@@ -85,9 +107,9 @@ public:
       lanes lane_bits = {1, 2, 4, 8};
       const std::size_t half_end = count - half < 32 ? count : half + 32;
       for (std::size_t lane = half; lane < half_end; lane += kLanes, lane_bits <<= kLanes) {
-        const lanes other_begin = load(&begins_[first + lane]);
-        const lanes other_end = load(&ends_[first + lane]);
-        const lanes other_second_end = load(&second_ends_[first + lane]);
+        const lanes other_begin = load(&begins[lane]);
+        const lanes other_end = load(&ends[lane]);
+        const lanes other_second_end = load(&second_ends[lane]);
         // lifetimes_meet, term for term; each comparison is all ones or zero per lane.
         const lanes meet = (lanes)((begin < other_end) & (other_begin < end)) | (lanes)(begin < other_second_end) |
                            (lanes)(other_begin < second_end) | (wraps & (lanes)(other_second_end > 0));
@@ -98,6 +120,13 @@ public:
     if (count < 64) bits &= (std::uint64_t{1} << count) - 1;
     return bits;
   }
+
+  // Note [Wide lifetime tests]: the same test eight at a time, compiled for AVX2; null
+  // where the processor lacks it (or is not x86-64). Reads up to 7 entries past count.
+  using meeting_bits_function = std::uint64_t (*)(const std::uint32_t* begins, const std::uint32_t* ends,
+                                                  const std::uint32_t* second_ends, std::size_t count,
+                                                  std::uint32_t begin, std::uint32_t end, std::uint32_t second_end);
+  static const meeting_bits_function kWideMeetingBits;
 
 private:
   // Four phases, one vector register on SSE2 and NEON (GCC and Clang vector extensions).
