@@ -105,20 +105,23 @@ public:
   struct run {
     std::vector<extent> extents;  // in (offset, end) order
     lifetime_columns lifetimes;   // the same order (Note [Lifetime columns])
-    run() : lifetimes(kRunEntries) { extents.reserve(kRunEntries); }
+    explicit run(std::size_t capacity) : lifetimes(capacity) { extents.reserve(capacity); }
   };
+
+  // For at most `blocks` blocks: a smaller step's one run holds no more than it needs.
+  explicit placed_runs(std::size_t blocks) : run_capacity_(std::min(blocks, kRunEntries)) {}
 
   const std::vector<run>& runs() const noexcept { return runs_; }
 
   // Inserts after every entry not above `entry` (an upper bound), as one array would.
   void insert(const extent& entry, std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) {
-    if (runs_.empty()) runs_.emplace_back();
+    if (runs_.empty()) runs_.emplace_back(run_capacity_);
     // The first run whose last entry is above `entry`, else the last run.
     const auto above = std::partition_point(runs_.begin(), runs_.end(),
                                             [&](const run& each) { return !(entry < each.extents.back()); });
     std::size_t index = above == runs_.end() ? runs_.size() - 1 : static_cast<std::size_t>(above - runs_.begin());
     if (runs_[index].extents.size() == kRunEntries) {
-      run upper;
+      run upper(kRunEntries);
       run& full = runs_[index];
       upper.extents.assign(full.extents.begin() + kRunEntries / 2, full.extents.end());
       full.extents.resize(kRunEntries / 2);
@@ -133,6 +136,7 @@ public:
   }
 
 private:
+  std::size_t run_capacity_;
   std::vector<run> runs_;
 };
 
@@ -148,7 +152,7 @@ private:
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan_layout.cpp).
 std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
                        const std::atomic<bool>* cancel, const layout_race* race, std::size_t order_index) {
-  placed_runs placed;
+  placed_runs placed(blocks.size());
   std::size_t span = 0;
   for (std::size_t index : order) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
