@@ -5,10 +5,11 @@
 // the unplaced blocks a placed one meets, the ring's settling (ring_layout.cpp) the blocks
 // one it moves down meets, the layout repair (layout_repair.cpp) every block's neighbours.
 // Invariant: entries [0, size()) are the lifetimes inserted, in insertion positions; the
-// arrays hold capacity() + kLanes entries, so a group of kLanes read from any entry below
-// size() stays inside them; meeting_bits(...) sets bit j exactly when entry 64 w + j is
-// below size() and lifetimes_meet(...) holds for it.
-// Plain C++ (vector extensions), no shared state.
+// arrays hold capacity() + kPaddingEntries entries, so a group of the widest test's lanes
+// read from any entry below size() stays inside them; meeting_bits(...) sets bit j exactly
+// when entry 64 w + j is below size() and lifetimes_meet(...) holds for it, whichever test
+// the processor runs (Note [Wide lifetime tests] in lifetime_columns.cpp).
+// Plain C++ (vector extensions), no shared state but the wide test chosen at load.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,8 @@ namespace fragless::core {
 // as columns (begins, ends, second ends), four phases to a vector (GCC and Clang vector
 // extensions: SSE2 on x86-64, NEON on AArch64, plain code elsewhere), the test is made on
 // four at once, and 64 tests give a bit mask whose set bits -- the blocks that meet -- are
-// visited in order. The test is lifetimes_meet (step_layout.hpp) term for term. Those 318
+// visited in order (eight to a vector where the processor has AVX2: Note [Wide lifetime
+// tests]). The test is lifetimes_meet (step_layout.hpp) term for term. Those 318
 // layouts on one thread (a dump of their steps, not committed; medians of three runs):
 // 2.56 s -> 1.99 s, every offset the same. A branch-free test one block at a time, without
 // the vectors, was slower than the branch (2.86 s).
