@@ -115,11 +115,16 @@ public:
 
   // Inserts after every entry not above `entry` (an upper bound), as one array would.
   void insert(const extent& entry, std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) {
-    if (runs_.empty()) runs_.emplace_back(run_capacity_);
-    // The first run whose last entry is above `entry`, else the last run.
-    const auto above = std::partition_point(runs_.begin(), runs_.end(),
-                                            [&](const run& each) { return !(entry < each.extents.back()); });
-    std::size_t index = above == runs_.end() ? runs_.size() - 1 : static_cast<std::size_t>(above - runs_.begin());
+    // The first run whose last entry is above `entry`, else the last run (no run is empty
+    // once it has been made: the first is made for the first entry).
+    std::size_t index = 0;
+    if (runs_.empty()) {
+      runs_.emplace_back(run_capacity_);
+    } else {
+      const auto above = std::partition_point(runs_.begin(), runs_.end(),
+                                              [&](const run& each) { return !(entry < each.extents.back()); });
+      index = above == runs_.end() ? runs_.size() - 1 : static_cast<std::size_t>(above - runs_.begin());
+    }
     if (runs_[index].extents.size() == kRunEntries) {
       run upper(kRunEntries);
       run& full = runs_[index];
