@@ -15,8 +15,9 @@ namespace fragless::core {
 // same test, compiled for AVX2 with eight-lane vectors, is taken when the processor
 // reports AVX2 (checked once, when the library loads), and the four-lane one otherwise.
 // Eight-lane vectors compiled without AVX2 are two SSE2 halves each and were 2.5x slower
-// than four lanes: the wide test exists only behind the check. The test is a function
-// call per 64 entries, not inlined into its callers.
+// than four lanes: the wide test exists only behind the check. Both are one template
+// (meeting_bits_in_lanes), always inlined, so this instance is compiled for AVX2; the
+// wide test is a function call per 64 entries, not inlined into its callers.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 namespace {
 
@@ -26,30 +27,8 @@ __attribute__((target("avx2"))) std::uint64_t wide_meeting_bits(const std::uint3
                                                                   std::size_t count, std::uint32_t begin,
                                                                   std::uint32_t end, std::uint32_t second_end) {
   typedef std::uint32_t wide_lanes __attribute__((vector_size(32)));
-  constexpr std::size_t kWideLanes = 8;
-  std::uint64_t bits = 0;
-  const std::uint32_t wraps = second_end > 0 ? ~std::uint32_t{0} : 0;
-  // 32 tests per half word: lane i of group g holds bit 8 g + i, folded across lanes once.
-  for (std::size_t half = 0; half < count; half += 32) {
-    wide_lanes folded = {0, 0, 0, 0, 0, 0, 0, 0};
-    wide_lanes lane_bits = {1, 2, 4, 8, 16, 32, 64, 128};
-    const std::size_t half_end = count - half < 32 ? count : half + 32;
-    for (std::size_t lane = half; lane < half_end; lane += kWideLanes, lane_bits <<= kWideLanes) {
-      wide_lanes other_begin, other_end, other_second_end;
-      std::memcpy(&other_begin, &begins[lane], sizeof other_begin);
-      std::memcpy(&other_end, &ends[lane], sizeof other_end);
-      std::memcpy(&other_second_end, &second_ends[lane], sizeof other_second_end);
-      const wide_lanes meet = (wide_lanes)((begin < other_end) & (other_begin < end)) |
-                              (wide_lanes)(begin < other_second_end) | (wide_lanes)(other_begin < second_end) |
-                              (wraps & (wide_lanes)(other_second_end > 0));
-      folded |= meet & lane_bits;
-    }
-    bits |= static_cast<std::uint64_t>(folded[0] | folded[1] | folded[2] | folded[3] | folded[4] | folded[5] |
-                                       folded[6] | folded[7])
-            << half;
-  }
-  if (count < 64) bits &= (std::uint64_t{1} << count) - 1;
-  return bits;
+  return lifetime_columns::meeting_bits_in_lanes<wide_lanes, 8>(begins, ends, second_ends, count, begin, end,
+                                                                second_end);
 }
 
 lifetime_columns::meeting_bits_function wide_if_supported() noexcept {

@@ -96,31 +96,47 @@ public:
     return narrow_meeting_bits(&begins_[first], &ends_[first], &second_ends_[first], count, begin, end, second_end);
   }
 
-  // The test of up to 64 entries (count), four at a time: SSE2, NEON or plain code. Reads
-  // up to kLanes - 1 entries past count; no bit at or above count.
-  static std::uint64_t narrow_meeting_bits(const std::uint32_t* begins, const std::uint32_t* ends,
-                                           const std::uint32_t* second_ends, std::size_t count, std::uint32_t begin,
-                                           std::uint32_t end, std::uint32_t second_end) noexcept {
+  // The test of up to 64 entries (count), `Width` at a time in vectors of type `Lanes`
+  // (Width uint32 lanes). Reads up to Width - 1 entries past count; no bit at or above
+  // count. Always inlined, so that the wide test's instance is compiled for AVX2 with it.
+  template <typename Lanes, std::size_t Width>
+  [[gnu::always_inline]] static inline std::uint64_t meeting_bits_in_lanes(
+      const std::uint32_t* begins, const std::uint32_t* ends, const std::uint32_t* second_ends, std::size_t count,
+      std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) noexcept {
+    static_assert(sizeof(Lanes) == Width * sizeof(std::uint32_t) && 32 % Width == 0);
     std::uint64_t bits = 0;
     const std::uint32_t wraps = second_end > 0 ? ~std::uint32_t{0} : 0;
-    // 32 tests per half word: lane i of group g holds bit 4 g + i, folded across lanes once.
+    Lanes first_lane_bits = {};
+    for (std::size_t lane = 0; lane < Width; ++lane) first_lane_bits[lane] = std::uint32_t{1} << lane;
+    // 32 tests per half word: lane i of group g holds bit Width g + i, folded across lanes once.
     for (std::size_t half = 0; half < count; half += 32) {
-      lanes folded = {0, 0, 0, 0};
-      lanes lane_bits = {1, 2, 4, 8};
+      Lanes folded = {};
+      Lanes lane_bits = first_lane_bits;
       const std::size_t half_end = count - half < 32 ? count : half + 32;
-      for (std::size_t lane = half; lane < half_end; lane += kLanes, lane_bits <<= kLanes) {
-        const lanes other_begin = load(&begins[lane]);
-        const lanes other_end = load(&ends[lane]);
-        const lanes other_second_end = load(&second_ends[lane]);
+      for (std::size_t lane = half; lane < half_end; lane += Width, lane_bits <<= Width) {
+        Lanes other_begin, other_end, other_second_end;
+        std::memcpy(&other_begin, &begins[lane], sizeof other_begin);
+        std::memcpy(&other_end, &ends[lane], sizeof other_end);
+        std::memcpy(&other_second_end, &second_ends[lane], sizeof other_second_end);
         // lifetimes_meet, term for term; each comparison is all ones or zero per lane.
-        const lanes meet = (lanes)((begin < other_end) & (other_begin < end)) | (lanes)(begin < other_second_end) |
-                           (lanes)(other_begin < second_end) | (wraps & (lanes)(other_second_end > 0));
+        const Lanes meet = (Lanes)((begin < other_end) & (other_begin < end)) | (Lanes)(begin < other_second_end) |
+                           (Lanes)(other_begin < second_end) | (wraps & (Lanes)(other_second_end > 0));
         folded |= meet & lane_bits;
       }
-      bits |= static_cast<std::uint64_t>(folded[0] | folded[1] | folded[2] | folded[3]) << half;
+      std::uint32_t word_bits = 0;
+      for (std::size_t lane = 0; lane < Width; ++lane) word_bits |= folded[lane];
+      bits |= static_cast<std::uint64_t>(word_bits) << half;
     }
     if (count < 64) bits &= (std::uint64_t{1} << count) - 1;
     return bits;
+  }
+
+  // Four at a time: SSE2, NEON or plain code (one vector register on SSE2 and NEON).
+  static std::uint64_t narrow_meeting_bits(const std::uint32_t* begins, const std::uint32_t* ends,
+                                           const std::uint32_t* second_ends, std::size_t count, std::uint32_t begin,
+                                           std::uint32_t end, std::uint32_t second_end) noexcept {
+    typedef std::uint32_t lanes __attribute__((vector_size(16)));
+    return meeting_bits_in_lanes<lanes, kLanes>(begins, ends, second_ends, count, begin, end, second_end);
   }
 
   // Note [Wide lifetime tests]: the same test eight at a time, compiled for AVX2; null
@@ -131,14 +147,6 @@ public:
   static const meeting_bits_function kWideMeetingBits;
 
 private:
-  // Four phases, one vector register on SSE2 and NEON (GCC and Clang vector extensions).
-  typedef std::uint32_t lanes __attribute__((vector_size(16)));
-  static lanes load(const std::uint32_t* at) noexcept {
-    lanes value;
-    std::memcpy(&value, at, sizeof value);
-    return value;
-  }
-
   std::size_t capacity_;
   std::size_t size_ = 0;
   std::unique_ptr<std::uint32_t[]> begins_, ends_, second_ends_;
