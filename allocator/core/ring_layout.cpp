@@ -112,6 +112,16 @@ std::size_t first_fit_from(const std::vector<std::pair<std::size_t, std::size_t>
   return gap.offset_bytes();
 }
 
+// Note [Ring order]
+// A trial gathers, for each block, the ranges of the placed blocks its lifetime meets, and
+// looks for its place among them in address order. Those ranges were sorted for each block:
+// on the largest whole-pass steps (corpus rlhf-ppo seed 842, 19,243 blocks, laid out on
+// the allocating thread) the sort was an eighth of the layout. The blocks whose lifetime has
+// not ended -- the only ones a block that does not wrap past the step's end can meet -- are
+// now kept in (offset, end) order as they are placed, so their ranges come out sorted; a
+// wrapping block, which meets any placed block, still sorts its list. The sort's work is
+// still counted against the trial's budget, so every trial stops where it stopped, and
+// every place is the one the sort gave (ranges equal in offset and end are the same range).
 struct ring_block {
   std::size_t offset_bytes, end_bytes;
   std::uint32_t first_begin, first_end, second_end;
@@ -169,9 +179,10 @@ public:
       } else {
         for (std::size_t placed : active_) test(placed_[placed]);
       }
-      // Sorting is work too: a large step's blocks meet thousands of others.
+      // Sorting is work too: a large step's blocks meet thousands of others. Counted as it
+      // always was, though only a wrapping block's list needs it (Note [Ring order]).
       if (!spend(taken_.size() * static_cast<std::size_t>(std::bit_width(taken_.size())), pair_budget)) return false;
-      std::sort(taken_.begin(), taken_.end());
+      if (wraps) std::sort(taken_.begin(), taken_.end());
       const bool off_the_cursor = block.lifetime() < short_lifetime_below_;
       std::size_t offset_bytes = SIZE_MAX;
       if (off_the_cursor) {
@@ -183,8 +194,11 @@ public:
       if (offset_bytes == SIZE_MAX) return false;
       offsets_[index] = offset_bytes;
       if (!off_the_cursor) cursor_bytes = offset_bytes + block.size_bytes;
-      active_.push_back(placed_.size());
       placed_.push_back({offset_bytes, offset_bytes + block.size_bytes, begin, end, second_end, end_from_start});
+      // Note [Ring order]: after every active block not above it.
+      const auto above = std::upper_bound(active_.begin(), active_.end(), placed_.size() - 1,
+                                          [this](std::size_t a, std::size_t b) { return lies_below(a, b); });
+      active_.insert(above, placed_.size() - 1);
     }
     return true;
   }
@@ -192,6 +206,12 @@ public:
   const std::vector<std::size_t>& offsets() const noexcept { return offsets_; }
 
 private:
+  // Note [Ring order]: the order of active_ -- (offset, end) of the placed blocks.
+  bool lies_below(std::size_t a, std::size_t b) const noexcept {
+    return placed_[a].offset_bytes != placed_[b].offset_bytes ? placed_[a].offset_bytes < placed_[b].offset_bytes
+                                                              : placed_[a].end_bytes < placed_[b].end_bytes;
+  }
+
   // Takes `work` lifetime tests (or their equal) from the budget; false, and the budget
   // emptied, where it has not that many left.
   static bool spend(std::size_t work, std::size_t& pair_budget) noexcept {
@@ -229,7 +249,8 @@ private:
   const std::vector<std::size_t>& sequence_;
   const std::size_t phases_;
   std::vector<ring_block> placed_;
-  std::vector<std::size_t> active_;  // indices into placed_ whose lifetime has not ended
+  // Indices into placed_ whose lifetime has not ended, in (offset, end) order (Note [Ring order]).
+  std::vector<std::size_t> active_;
   std::vector<std::pair<std::size_t, std::size_t>> taken_;
   std::vector<std::size_t> offsets_;
   std::size_t short_lifetime_below_ = 0;  // blocks living shorter are placed off the cursor
