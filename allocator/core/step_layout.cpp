@@ -147,6 +147,16 @@ private:
 
 }  // namespace
 
+// Note [Exact gaps]
+// The greedy stage takes the smallest gap that holds the block, the lowest among equals,
+// so a gap of exactly the block's size, once found, is the answer: a later gap can be no
+// smaller, and an equal one is higher. The walk over the placed blocks stops there. In
+// training steps, whose blocks of a size come and go together, that is most blocks after
+// the first of their size. The same offsets: `fragless-bench layout --seeds 200`, the
+// offsets digest of all 3,400 passes unchanged; layout CPU time 0.95x (0.91-0.98x in 15
+// of the 17 families, one run each), corpus rlhf-ppo seed 842's 19,243-block pass 783 ->
+// 679 ms (two alternated runs each).
+
 // Each block in turn, in the smallest gap among the placed blocks it meets (lowest
 // offset among equals), else above them all. Sets every block's offset; returns the span.
 // The placed blocks are kept in (offset, end) order (in runs, Note [Placed runs]), so the
@@ -166,6 +176,7 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
     std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
     const auto begin = static_cast<std::uint32_t>(block.first_begin), end = static_cast<std::uint32_t>(block.first_end),
                second_end = static_cast<std::uint32_t>(block.second_end);
+    // Note [Exact gaps]: a gap of exactly the block's size ends the search.
     for (const placed_runs::run& run : placed.runs()) {
       for (std::size_t word = 0; word * 64 < run.extents.size(); ++word) {
         for (std::uint64_t bits = run.lifetimes.meeting_bits(word, begin, end, second_end); bits != 0; bits &= bits - 1) {
@@ -174,11 +185,13 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
               other.offset_bytes - covered < best_gap) {
             best_gap = other.offset_bytes - covered;
             best_offset = covered;
+            if (best_gap == block.size_bytes) goto placed;
           }
           covered = std::max(covered, other.end_bytes);
         }
       }
     }
+  placed:
     block.offset_bytes = best_offset != SIZE_MAX ? best_offset : covered;
     if (block.offset_bytes + block.size_bytes > span) {
       span = block.offset_bytes + block.size_bytes;
