@@ -12,6 +12,7 @@
 
 #include "core/backward_direction.hpp"
 #include "core/lifetime_columns.hpp"
+#include "core/placed_runs.hpp"
 #include "core/ring_layout.hpp"
 #include "core/skyline_layout.hpp"
 #include "core/stream_affinity.hpp"
@@ -84,68 +85,10 @@ bool layout_race::beaten(std::size_t order_index, std::size_t partial_span) cons
   return false;
 }
 
-namespace {
-
-// Note [Placed runs]
-// The greedy layout keeps its placed blocks in (offset, end) order, so that the blocks a
-// new one meets come out sorted (lay_out_in). Kept in one array, each insertion moved half
-// of it: a sixth of a 19,000-block step's layout was that memmove (corpus rlhf-ppo seed
-// 842, `perf`). So they are kept in runs of at most kRunEntries, in order: an insertion
-// moves only the entries of its run after it, and a full run splits in two. The visiting
-// order, and so every offset, is the same.
-class placed_runs {
-public:
-  struct extent {
-    std::size_t offset_bytes, end_bytes;
-    bool operator<(const extent& other) const noexcept {
-      return std::tie(offset_bytes, end_bytes) < std::tie(other.offset_bytes, other.end_bytes);
-    }
-  };
-  static constexpr std::size_t kRunEntries = 512;
-  struct run {
-    std::vector<extent> extents;  // in (offset, end) order
-    lifetime_columns lifetimes;   // the same order (Note [Lifetime columns])
-    explicit run(std::size_t capacity) : lifetimes(capacity) { extents.reserve(capacity); }
-  };
-
-  // For at most `blocks` blocks: a smaller step's one run holds no more than it needs.
-  explicit placed_runs(std::size_t blocks) : run_capacity_(std::min(blocks, kRunEntries)) {}
-
-  const std::vector<run>& runs() const noexcept { return runs_; }
-
-  // Inserts after every entry not above `entry` (an upper bound), as one array would.
-  void insert(const extent& entry, std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) {
-    // The first run whose last entry is above `entry`, else the last run (no run is empty
-    // once it has been made: the first is made for the first entry).
-    std::size_t index = 0;
-    if (runs_.empty()) {
-      runs_.emplace_back(run_capacity_);
-    } else {
-      const auto above = std::partition_point(runs_.begin(), runs_.end(),
-                                              [&](const run& each) { return !(entry < each.extents.back()); });
-      index = above == runs_.end() ? runs_.size() - 1 : static_cast<std::size_t>(above - runs_.begin());
-    }
-    if (runs_[index].extents.size() == kRunEntries) {
-      run upper(kRunEntries);
-      run& full = runs_[index];
-      upper.extents.assign(full.extents.begin() + kRunEntries / 2, full.extents.end());
-      full.extents.resize(kRunEntries / 2);
-      full.lifetimes.move_tail_to(kRunEntries / 2, upper.lifetimes);
-      runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(index) + 1, std::move(upper));
-      if (!(entry < runs_[index].extents.back())) ++index;
-    }
-    run& target = runs_[index];
-    const auto at = std::upper_bound(target.extents.begin(), target.extents.end(), entry);
-    target.lifetimes.insert(static_cast<std::size_t>(at - target.extents.begin()), begin, end, second_end);
-    target.extents.insert(at, entry);
-  }
-
-private:
-  std::size_t run_capacity_;
-  std::vector<run> runs_;
-};
-
-}  // namespace
+// Note [Time buckets] in placed_runs.cpp: a block touching at most this many of a large
+// step's time buckets tests only the words with a candidate; one touching more, every word
+// (ORing its rows would cost about as much as the tests).
+constexpr int kFilterBuckets = 16;
 
 // Note [Exact gaps]
 // The greedy stage takes the smallest gap that holds the block, the lowest among equals,
@@ -153,21 +96,25 @@ private:
 // smaller, and an equal one is higher. The walk over the placed blocks stops there. In
 // training steps, whose blocks of a size come and go together, that is most blocks after
 // the first of their size. The same offsets: `fragless-bench layout --seeds 200`, the
-// offsets digest of all 3,400 passes unchanged; layout CPU time 0.95x (0.91-0.98x in 15
-// of the 17 families, one run each), corpus rlhf-ppo seed 842's 19,243-block pass 783 ->
-// 679 ms (two alternated runs each).
+// offsets digest of all 3,400 passes unchanged; corpus rlhf-ppo seed 842's 19,243-block
+// pass 783 -> 679 ms (two alternated runs each); the whole run's layout time 0.95x in one
+// run each, which this machine's noise does not separate from a few percent.
 
 // Each block in turn, in the smallest gap among the placed blocks it meets (lowest
 // offset among equals), else above them all. Sets every block's offset; returns the span.
-// The placed blocks are kept in (offset, end) order (in runs, Note [Placed runs]), so the
-// blocks a new one meets come out sorted without a sort per block (the sort was half of a
-// 3,000-event step's layout). Which of them it meets is asked 64 at a time of their
-// lifetimes kept as columns (Note [Lifetime columns]); only those are visited.
+// The placed blocks are kept in (offset, end) order (in runs, Note [Placed runs] in
+// placed_runs.cpp), so the blocks a new one meets come out sorted without a sort per
+// block (the sort was half of a 3,000-event step's layout). Which of them it meets is
+// asked 64 at a time of their lifetimes kept as columns (Note [Lifetime columns]), of the
+// words that may hold one (Note [Time buckets]); only those are visited.
 // (docs/compaction.md has the faster searches tried.)
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan_layout.cpp).
 std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
                        const std::atomic<bool>* cancel, const layout_race* race, std::size_t order_index) {
-  placed_runs placed(blocks.size());
+  std::size_t phases = 0;
+  for (const step_block& block : blocks)
+    phases = std::max({phases, block.first_end, block.first_begin + 1, block.second_end});
+  placed_runs placed(blocks.size(), phases);
   std::size_t span = 0;
   for (std::size_t index : order) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
@@ -176,9 +123,16 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
     std::size_t best_offset = SIZE_MAX, best_gap = SIZE_MAX;
     const auto begin = static_cast<std::uint32_t>(block.first_begin), end = static_cast<std::uint32_t>(block.first_end),
                second_end = static_cast<std::uint32_t>(block.second_end);
+    // Note [Time buckets] (placed_runs.cpp): a block touching few buckets tests only the
+    // words holding a block that touches one of them.
+    const std::uint64_t buckets = placed.bucketed() ? placed.bucket_mask(begin, end, second_end) : 0;
+    const bool filtered = placed.bucketed() && std::popcount(buckets) <= kFilterBuckets;
+    std::uint64_t candidates[placed_runs::kRunWords];
     // Note [Exact gaps]: a gap of exactly the block's size ends the search.
     for (const placed_runs::run& run : placed.runs()) {
+      if (filtered) placed_runs::candidates(run, buckets, candidates);
       for (std::size_t word = 0; word * 64 < run.extents.size(); ++word) {
+        if (filtered && candidates[word] == 0) continue;
         for (std::uint64_t bits = run.lifetimes.meeting_bits(word, begin, end, second_end); bits != 0; bits &= bits - 1) {
           const placed_runs::extent& other = run.extents[word * 64 + static_cast<std::size_t>(std::countr_zero(bits))];
           if (other.offset_bytes > covered && other.offset_bytes - covered >= block.size_bytes &&
