@@ -22,19 +22,22 @@ namespace fragless::core {
 // [Lifetime columns]), and on the largest steps that test is most of the layout: a
 // whole-pass step of corpus rlhf-ppo seed 842 (19,243 blocks, laid out on the allocating
 // thread) spent about half its layout in it. Such steps are made of short-lived blocks --
-// there, three in four live less than 1/256 of the step -- so most tests fail. A step of
-// at least kBucketedBlocks blocks is therefore cut into kTimeBuckets equal spans of its
-// phases, and each run keeps, per bucket, a bit for each of its entries whose lifetime
-// touches the bucket (a lifetime's first segment counts its first phase even when empty,
-// as lifetimes_meet does: every pair it says meet shares a bucket). A block whose
-// lifetime touches few buckets (kFilterBuckets in lay_out_in) ORs those rows and tests
-// only the 64-entry words with a candidate; the test itself is unchanged, so the blocks
-// met, their order and every offset are the same. Keeping the rows costs a one-bit shift
-// of every row from the entry inserted on, and a split moves the upper half's words.
-// Measured with `fragless-bench layout` (one thread a layout, alternated runs): that step
-// 741 -> 537 ms (medians of three); the 3,400 passes of seeds 1-200 of every family, with
-// Note [Exact gaps], Note [Ring order] and the branch-free search of Note [Affinity scan]:
-// 0.88x in all, rlhf-ppo and model-swap 0.71x, every offsets digest the same.
+// there, three in four live less than 1/256 of the step -- so most tests fail. So a step of
+// at least 2,048 blocks, three in four of them living at most 1/16 of it (lay_out_in), is
+// cut into kTimeBuckets equal spans of its phases, and each run keeps, per bucket, a bit
+// for each of its entries whose lifetime touches the bucket (a lifetime's first segment
+// counts its first phase even when empty, as lifetimes_meet does: every pair it says meet
+// shares a bucket). A block whose lifetime touches few buckets (kFilterBuckets in
+// step_layout.cpp) ORs those rows and tests only the 64-entry words with a candidate; the
+// test itself is unchanged, so the blocks met, their order and every offset are the same.
+// Keeping the rows costs a one-bit shift of every row from the entry inserted on, and a
+// split moves the upper half's words: on steps of 500-2,000 blocks, or of long-lived ones,
+// that cost more than the tests it spared (up to 1.15x their layout time, bucketed from
+// 513 blocks or where half the blocks live at most a quarter of the step), hence the rule.
+// Measured with `fragless-bench layout` (one thread a layout): that step 590 -> 428 ms
+// (medians of three alternated runs); seeds 1-20 of seven families, the fastest of three
+// alternated runs per step, `rlhf-ppo` 0.81x, `model-swap` 0.84x, the others 0.97-1.04x;
+// every offsets digest the same.
 
 namespace {
 
@@ -50,10 +53,8 @@ placed_runs::run::run(std::size_t capacity, bool bucketed) : lifetimes(capacity)
   if (bucketed) bucket_rows.assign(kTimeBuckets * kRunWords, 0);
 }
 
-placed_runs::placed_runs(std::size_t blocks, std::size_t phases)
-    : run_capacity_(std::min(blocks, kRunEntries)),
-      phases_(std::max<std::size_t>(phases, 1)),
-      bucketed_(blocks >= kBucketedBlocks) {}
+placed_runs::placed_runs(std::size_t blocks, std::size_t phases, bool bucketed)
+    : run_capacity_(std::min(blocks, kRunEntries)), phases_(std::max<std::size_t>(phases, 1)), bucketed_(bucketed) {}
 
 std::size_t placed_runs::bucket_of(std::size_t phase) const noexcept {
   return std::min(kTimeBuckets - 1, phase * kTimeBuckets / phases_);
@@ -74,55 +75,31 @@ void placed_runs::candidates(const run& each, std::uint64_t mask, std::uint64_t 
   }
 }
 
-void placed_runs::insert(const extent& entry, std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) {
-  // The first run whose last entry is above `entry`, else the last run (no run is empty
-  // once it has been made: the first is made for the first entry).
-  std::size_t index = 0;
-  if (runs_.empty()) {
-    runs_.emplace_back(run_capacity_, bucketed_);
-  } else {
-    const auto above = std::partition_point(runs_.begin(), runs_.end(),
-                                            [&](const run& each) { return !(entry < each.extents.back()); });
-    index = above == runs_.end() ? runs_.size() - 1 : static_cast<std::size_t>(above - runs_.begin());
-  }
-  if (runs_[index].extents.size() == kRunEntries) {
-    run upper(kRunEntries, bucketed_);
-    run& full = runs_[index];
-    upper.extents.assign(full.extents.begin() + kRunEntries / 2, full.extents.end());
-    full.extents.resize(kRunEntries / 2);
-    full.lifetimes.move_tail_to(kRunEntries / 2, upper.lifetimes);
-    if (bucketed_) {  // Note [Time buckets]: the upper half's words move down
-      for (std::size_t bucket = 0; bucket < kTimeBuckets; ++bucket) {
-        std::uint64_t* from = &full.bucket_rows[bucket * kRunWords];
-        std::uint64_t* to = &upper.bucket_rows[bucket * kRunWords];
-        for (std::size_t word = 0; word < kRunWords / 2; ++word) {
-          to[word] = from[kRunWords / 2 + word];
-          from[kRunWords / 2 + word] = 0;
-        }
-      }
+void placed_runs::split_rows(run& lower, run& upper) noexcept {
+  // Note [Time buckets]: the upper half's words move down.
+  for (std::size_t bucket = 0; bucket < kTimeBuckets; ++bucket) {
+    std::uint64_t* from = &lower.bucket_rows[bucket * kRunWords];
+    std::uint64_t* to = &upper.bucket_rows[bucket * kRunWords];
+    for (std::size_t word = 0; word < kRunWords / 2; ++word) {
+      to[word] = from[kRunWords / 2 + word];
+      from[kRunWords / 2 + word] = 0;
     }
-    runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(index) + 1, std::move(upper));
-    if (!(entry < runs_[index].extents.back())) ++index;
   }
-  run& target = runs_[index];
-  const auto at = std::upper_bound(target.extents.begin(), target.extents.end(), entry);
-  const auto position = static_cast<std::size_t>(at - target.extents.begin());
-  if (bucketed_) {
-    // Note [Time buckets]: every row's bits from `position` on move up one (the run has
-    // room: a full one split above), and the entry's own buckets get its bit.
-    const std::size_t first_word = position / 64, words_after = (target.extents.size() + 64) / 64;
-    const std::uint64_t below = position % 64 == 0 ? 0 : ~std::uint64_t{0} >> (64 - position % 64);
-    for (std::size_t bucket = 0; bucket < kTimeBuckets; ++bucket) {
-      std::uint64_t* row = &target.bucket_rows[bucket * kRunWords];
-      for (std::size_t word = words_after - 1; word > first_word; --word) row[word] = (row[word] << 1) | (row[word - 1] >> 63);
-      row[first_word] = (row[first_word] & below) | ((row[first_word] & ~below) << 1);
-    }
-    for (std::uint64_t mask = bucket_mask(begin, end, second_end); mask != 0; mask &= mask - 1)
-      target.bucket_rows[static_cast<std::size_t>(std::countr_zero(mask)) * kRunWords + first_word] |=
-          std::uint64_t{1} << (position % 64);
+}
+
+void placed_runs::insert_rows(run& target, std::size_t position, std::uint64_t mask) noexcept {
+  // Note [Time buckets]: every row's bits from `position` on move up one (the run has room:
+  // a full one split above), and the entry's own buckets get its bit.
+  const std::size_t first_word = position / 64, words_after = (target.extents.size() + 64) / 64;
+  const std::uint64_t below = position % 64 == 0 ? 0 : ~std::uint64_t{0} >> (64 - position % 64);
+  for (std::size_t bucket = 0; bucket < kTimeBuckets; ++bucket) {
+    std::uint64_t* row = &target.bucket_rows[bucket * kRunWords];
+    for (std::size_t word = words_after - 1; word > first_word; --word) row[word] = (row[word] << 1) | (row[word - 1] >> 63);
+    row[first_word] = (row[first_word] & below) | ((row[first_word] & ~below) << 1);
   }
-  target.lifetimes.insert(position, begin, end, second_end);
-  target.extents.insert(at, entry);
+  for (; mask != 0; mask &= mask - 1)
+    target.bucket_rows[static_cast<std::size_t>(std::countr_zero(mask)) * kRunWords + first_word] |= std::uint64_t{1}
+                                                                                                    << (position % 64);
 }
 
 }  // namespace fragless::core

@@ -88,7 +88,9 @@ bool layout_race::beaten(std::size_t order_index, std::size_t partial_span) cons
 // Note [Time buckets] in placed_runs.cpp: a block touching at most this many of a large
 // step's time buckets tests only the words with a candidate; one touching more, every word
 // (ORing its rows would cost about as much as the tests).
-constexpr int kFilterBuckets = 16;
+constexpr unsigned kFilterBuckets = 16;
+constexpr std::size_t kBucketedBlocks = 2048;
+constexpr std::size_t kShortLivedFraction = 16;
 
 // Note [Exact gaps]
 // The greedy stage takes the smallest gap that holds the block, the lowest among equals,
@@ -111,10 +113,20 @@ constexpr int kFilterBuckets = 16;
 // Returns 0 at once when `cancel` is set (Note [Layout threads] in loop_plan_layout.cpp).
 std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::size_t>& order,
                        const std::atomic<bool>* cancel, const layout_race* race, std::size_t order_index) {
+  // Note [Time buckets] in placed_runs.cpp: kept where they pay -- a step of at least
+  // kBucketedBlocks blocks, three in four of them living at most 1/kShortLivedFraction of
+  // it; elsewhere keeping them costs more than the tests they spare.
   std::size_t phases = 0;
-  for (const step_block& block : blocks)
-    phases = std::max({phases, block.first_end, block.first_begin + 1, block.second_end});
-  placed_runs placed(blocks.size(), phases);
+  bool bucketed = false;
+  if (blocks.size() >= kBucketedBlocks) {
+    std::size_t short_lived = 0;
+    for (const step_block& block : blocks)
+      phases = std::max({phases, block.first_end, block.first_begin + 1, block.second_end});
+    for (const step_block& block : blocks)
+      if (block.lifetime() * kShortLivedFraction <= phases) ++short_lived;
+    bucketed = 4 * short_lived >= 3 * blocks.size();
+  }
+  placed_runs placed(blocks.size(), phases, bucketed);
   std::size_t span = 0;
   for (std::size_t index : order) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return 0;
@@ -126,7 +138,7 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
     // Note [Time buckets] (placed_runs.cpp): a block touching few buckets tests only the
     // words holding a block that touches one of them.
     const std::uint64_t buckets = placed.bucketed() ? placed.bucket_mask(begin, end, second_end) : 0;
-    const bool filtered = placed.bucketed() && std::popcount(buckets) <= kFilterBuckets;
+    const bool filtered = placed.bucketed() && static_cast<unsigned>(std::popcount(buckets)) <= kFilterBuckets;
     std::uint64_t candidates[placed_runs::kRunWords];
     // Note [Exact gaps]: a gap of exactly the block's size ends the search.
     for (const placed_runs::run& run : placed.runs()) {

@@ -97,10 +97,11 @@ void check(const placed_runs& placed, const std::vector<entry>& reference, std::
   CHECK(at == reference.size());
 }
 
-void insert_and_check(std::size_t blocks, std::uint32_t phases, std::uint64_t seed, std::size_t check_every) {
+void insert_and_check(std::size_t blocks, std::uint32_t phases, bool bucketed, std::uint64_t seed,
+                      std::size_t check_every) {
   std::mt19937_64 random(seed);
-  placed_runs placed(blocks, phases);
-  CHECK(placed.bucketed() == (blocks >= placed_runs::kBucketedBlocks));
+  placed_runs placed(blocks, phases, bucketed);
+  CHECK(placed.bucketed() == bucketed);
   std::vector<entry> reference;
   for (std::size_t count = 0; count < blocks; ++count) {
     const entry next = random_entry(random, phases);
@@ -115,18 +116,18 @@ void insert_and_check(std::size_t blocks, std::uint32_t phases, std::uint64_t se
 }  // namespace
 
 TEST_CASE("placed runs are one sorted array, split into runs", "[placed_runs]") {
-  insert_and_check(1500, 3000, 7, 97);  // below kBucketedBlocks: no buckets
+  insert_and_check(3000, 3000, false, 7, 97);
 }
 
 TEST_CASE("a large step's time buckets hold their entries' bits through inserts and splits", "[placed_runs]") {
-  insert_and_check(5000, 20000, 11, 251);
-  insert_and_check(3000, 70, 13, 199);  // fewer phases than buckets: one phase a bucket or more
+  insert_and_check(5000, 20000, true, 11, 251);
+  insert_and_check(3000, 70, true, 13, 199);  // fewer phases than buckets: one phase a bucket or more
 }
 
 TEST_CASE("lifetimes that meet share a time bucket", "[placed_runs]") {
   std::mt19937_64 random(17);
   for (const std::uint32_t phases : {1u, 2u, 63u, 64u, 65u, 1000u, 38486u}) {
-    const placed_runs placed(placed_runs::kBucketedBlocks, phases);
+    const placed_runs placed(1000, phases, true);
     for (int pair = 0; pair < 20000; ++pair) {
       const entry a = random_entry(random, phases), b = random_entry(random, phases);
       if (!lifetimes_meet(a.begin, a.end, a.second_end, b.begin, b.end, b.second_end)) continue;
