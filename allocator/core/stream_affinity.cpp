@@ -282,21 +282,6 @@ class affinity_search {
     }
   };
 
-  // Note [Affinity scan]: the first of a tier's blocks starting at or above `bound`, as
-  // std::lower_bound finds it, by a binary search whose halving is a conditional move, not
-  // a branch -- the comparisons are as good as random, and their mispredictions were a
-  // third of cost_at's time on many-stream steps.
-  static std::size_t first_at_or_above(const std::vector<placed>& tier, std::size_t bound) noexcept {
-    if (tier.empty()) return 0;
-    const placed* base = tier.data();
-    for (std::size_t count = tier.size(); count > 1;) {
-      const std::size_t half = count / 2;
-      base = base[half].offset_bytes < bound ? base + half : base;
-      count -= half;
-    }
-    return static_cast<std::size_t>(base - tier.data()) + (base->offset_bytes < bound ? 1 : 0);
-  }
-
   // Foreign neighbours of block `index` placed at `offset`: nearest before it and after it,
   // counted up to `limit`. Every block under a place the search looks at misses the
   // block's lifetime.
@@ -307,7 +292,8 @@ class affinity_search {
     for (std::size_t tier_index : used_tiers_) {
       const std::vector<placed>& tier = tiers_[tier_index];
       const std::size_t reach_bytes = tier_index >= 64 ? SIZE_MAX : (std::size_t{1} << tier_index) - 1;  // largest size
-      auto at = tier.begin() + static_cast<std::ptrdiff_t>(first_at_or_above(tier, end));
+      auto at = std::lower_bound(tier.begin(), tier.end(), end,
+                                 [](const placed& x, std::size_t bound) { return x.offset_bytes < bound; });
       while (at != tier.begin()) {
         --at;
         if (at->offset_bytes + std::min(reach_bytes, SIZE_MAX - at->offset_bytes) <= offset) break;
