@@ -23,7 +23,6 @@
 #include <iterator>
 #include <optional>
 #include <thread>
-#include <tuple>
 
 namespace fragless::core {
 
@@ -151,13 +150,13 @@ std::size_t lay_out_in(std::vector<step_block>& blocks, const std::vector<std::s
               other.offset_bytes - covered < best_gap) {
             best_gap = other.offset_bytes - covered;
             best_offset = covered;
-            if (best_gap == block.size_bytes) goto placed;
+            if (best_gap == block.size_bytes) goto chosen;
           }
           covered = std::max(covered, other.end_bytes);
         }
       }
     }
-  placed:
+  chosen:
     block.offset_bytes = best_offset != SIZE_MAX ? best_offset : covered;
     if (block.offset_bytes + block.size_bytes > span) {
       span = block.offset_bytes + block.size_bytes;
