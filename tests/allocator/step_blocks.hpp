@@ -65,13 +65,17 @@ inline std::size_t peak_live_bytes(const std::vector<core::step_block>& blocks, 
 }
 
 // Random lifetimes over a step of `phases`, a fifth of them wrapping past its end.
-inline std::vector<core::step_block> random_step(std::uint32_t seed, std::size_t count, std::size_t phases) {
+// `max_length`: lifetimes of at most that many phases (0: up to the whole step), but for
+// one block in `long_one_in` (0: none), whose lifetime may be any length.
+inline std::vector<core::step_block> random_step(std::uint32_t seed, std::size_t count, std::size_t phases,
+                                                 std::size_t max_length = 0, std::size_t long_one_in = 0) {
   std::mt19937 random(seed);
   std::vector<core::step_block> blocks;
   for (std::size_t index = 0; index < count; ++index) {
     const std::size_t size_bytes = std::size_t{512} << (random() % 16);
     const std::size_t begin = random() % phases;
-    const std::size_t length = 1 + random() % (phases - 1);
+    const bool long_lived = max_length == 0 || (long_one_in > 0 && random() % long_one_in == 0);
+    const std::size_t length = 1 + random() % (long_lived ? phases - 1 : max_length);
     std::size_t end = begin + length;
     if (end >= phases) end = random() % 5 == 0 ? end - phases : phases - 1;
     if (end == begin) end = begin + 1;

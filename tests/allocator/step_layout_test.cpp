@@ -115,6 +115,21 @@ std::size_t plain_greedy_layout(std::vector<step_block>& blocks, const std::vect
   return span;
 }
 
+// Every order's greedy layout of `step` against the plain greedy rule, offset for offset.
+void check_every_order_against_plain_greedy(const std::vector<step_block>& step) {
+  for (layout_order order : kLayoutOrders) {
+    INFO("order " << static_cast<int>(order));
+    std::vector<step_block> blocks = step, expected = step;
+    const std::size_t span = lay_out(blocks, order, nullptr);
+    const std::size_t expected_span = plain_greedy_layout(expected, fragless::core::placing_order(step, order));
+    CHECK(span == expected_span);
+    std::size_t differing = 0;
+    for (std::size_t index = 0; index < blocks.size(); ++index)
+      differing += blocks[index].offset_bytes != expected[index].offset_bytes ? 1 : 0;
+    CHECK(differing == 0);
+  }
+}
+
 TEST_CASE("the greedy layout places every block where the plain greedy rule does, past many runs of placed blocks",
           "[step_layout]") {
   // Note [Placed runs]: 3,000 blocks fill and split runs of 512 many times over; every
@@ -122,49 +137,19 @@ TEST_CASE("the greedy layout places every block where the plain greedy rule does
   for (std::uint32_t seed = 1; seed <= 3; ++seed) {
     INFO("seed " << seed);
     const std::vector<step_block> step = random_step(seed, 3000, 2000);
-    for (layout_order order : kLayoutOrders) {
-      INFO("order " << static_cast<int>(order));
-      std::vector<step_block> blocks = step, expected = step;
-      const std::size_t span = lay_out(blocks, order, nullptr);
-      const std::size_t expected_span = plain_greedy_layout(expected, fragless::core::placing_order(step, order));
-      CHECK(span == expected_span);
-      std::size_t differing = 0;
-      for (std::size_t index = 0; index < blocks.size(); ++index)
-        differing += blocks[index].offset_bytes != expected[index].offset_bytes ? 1 : 0;
-      CHECK(differing == 0);
-    }
+    check_every_order_against_plain_greedy(step);
   }
 }
 
 TEST_CASE("the greedy layout places every block where the plain greedy rule does, with time buckets",
           "[step_layout]") {
-  // Note [Time buckets]: a step of mostly short-lived blocks (some wrapping past its end)
-  // is bucketed; every offset must still be the one the rule gives, in every order.
+  // Note [Time buckets]: a step of mostly short-lived blocks (some wrapping past its end,
+  // some long-lived) is bucketed; every offset must still be the one the rule gives, in
+  // every order.
   for (std::uint32_t seed = 1; seed <= 3; ++seed) {
     INFO("seed " << seed);
-    constexpr std::size_t kPhases = 20000;
-    std::mt19937 random(seed);
-    std::vector<step_block> step;
-    for (std::size_t index = 0; index < 3000; ++index) {
-      const std::size_t size_bytes = std::size_t{512} << (random() % 16);
-      const std::size_t begin = random() % kPhases;
-      const std::size_t length = random() % 10 == 0 ? 1 + random() % (kPhases - 1) : 1 + random() % 300;
-      std::size_t end = begin + length;
-      if (end >= kPhases) end -= kPhases;  // wraps past the step's end
-      if (end == begin) end = (begin + 1) % kPhases;
-      step.push_back(make_block(index, size_bytes, begin, end, kPhases, seed));
-    }
-    for (layout_order order : kLayoutOrders) {
-      INFO("order " << static_cast<int>(order));
-      std::vector<step_block> blocks = step, expected = step;
-      const std::size_t span = lay_out(blocks, order, nullptr);
-      const std::size_t expected_span = plain_greedy_layout(expected, fragless::core::placing_order(step, order));
-      CHECK(span == expected_span);
-      std::size_t differing = 0;
-      for (std::size_t index = 0; index < blocks.size(); ++index)
-        differing += blocks[index].offset_bytes != expected[index].offset_bytes ? 1 : 0;
-      CHECK(differing == 0);
-    }
+    // Lifetimes of at most 300 of 20,000 phases, one block in ten of any length.
+    check_every_order_against_plain_greedy(random_step(seed, 3000, 20000, 300, 10));
   }
 }
 
