@@ -62,8 +62,9 @@ std::size_t placed_runs::bucket_of(std::size_t phase) const noexcept {
 }
 
 std::uint64_t placed_runs::bucket_mask(std::uint32_t begin, std::uint32_t end, std::uint32_t second_end) const noexcept {
+  // At least the phase `begin`: last >= begin, so its bucket is never below begin's.
   const std::size_t last = std::max<std::size_t>(end, std::size_t{begin} + 1) - 1;
-  std::uint64_t mask = bit_range(bucket_of(begin), std::max(bucket_of(begin), bucket_of(last)));
+  std::uint64_t mask = bit_range(bucket_of(begin), bucket_of(last));
   if (second_end > 0) mask |= bit_range(0, bucket_of(second_end - 1));
   return mask;
 }
