@@ -158,6 +158,19 @@ struct search_block {
 // a sixth of the time of the steps of a serving family's whole pass (5,772 phases, blocks
 // live over most of them). The same bound, so the same turns and layouts (the digests
 // of Note [Repair gathering]'s check).
+
+// Note [Search scratch]
+// A turn logs each floor it raises, to undo it: hundreds of thousands of entries deep in a
+// serving step's whole pass, whose caches meet most of its blocks. A layout runs up to
+// eleven searches in each direction, and each built its log afresh by doubling, the kernel
+// faulting in and zeroing its pages every time (a fresh process laying out
+// `speculative-decoding` seed 1's 2,886-block pass: 20,280 page faults). Now one log and one
+// stack of frames serve every search of a skyline_layout (or skyline_dives) call, cleared as
+// each starts, and a change is one word (old floor under kMaxSkylineSpanBytes, position
+// under kMaxSkylineBlocks): 6,566 faults, that layout 454 -> 371 ms (`fragless-bench layout
+// --families speculative-decoding --first-seed 1 --seeds 1 --jobs 1`, medians of five
+// alternated runs), every offset the same. Each search's live bytes per phase are a running
+// sum of step_live_changes, no longer a walk over every block's lifetime.
 constexpr unsigned kRankBits = 16;
 constexpr std::size_t kMaxSkylineBlocks = std::size_t{1} << kRankBits;
 constexpr std::uint64_t kRankMask = (std::uint64_t{1} << kRankBits) - 1;
@@ -165,11 +178,14 @@ constexpr std::size_t kMaxSkylineSpanBytes = std::size_t{1} << (64 - kRankBits -
 
 class skyline_search {
 public:
+  struct scratch;  // Note [Search scratch]
   // `deviation_seed`: 0 for a search, else a dive's (Note [Skyline dives]).
   skyline_search(const std::vector<step_block>& blocks, skyline_preference preference, std::size_t best_span_bytes,
-                 const std::atomic<bool>* cancel, std::uint64_t deviation_seed = 0)
-      : unplaced_lifetimes_(blocks.size()), best_span_bytes_(best_span_bytes), cancel_(cancel),
-        deviation_state_(deviation_seed) {
+                 const std::atomic<bool>* cancel, std::uint64_t deviation_seed, scratch& kept)
+      : unplaced_lifetimes_(blocks.size()), floor_changes_(kept.floor_changes), frames_(kept.frames),
+        best_span_bytes_(best_span_bytes), cancel_(cancel), deviation_state_(deviation_seed) {
+    floor_changes_.clear();
+    frames_.clear();
     std::size_t phases = 0;
     const std::size_t count = blocks.size();
     blocks_.reserve(count);
@@ -179,10 +195,14 @@ public:
                          static_cast<std::uint32_t>(block.lifetime())});
       phases = std::max(phases, block.first_end);
     }
-    std::vector<std::size_t> remaining_bytes(phases, 0);  // at each phase, every block's live bytes
-    for (const search_block& block : blocks_) {
-      for (std::size_t phase = block.first_begin; phase < block.first_end; ++phase) remaining_bytes[phase] += block.size_bytes;
-      for (std::size_t phase = 0; phase < block.second_end; ++phase) remaining_bytes[phase] += block.size_bytes;
+    // At each phase, every block's live bytes: the running sum of the changes at each phase
+    // (a walk over each block's lifetime was blocks x phases, a step's whole pass per search).
+    const std::vector<std::int64_t> live_change = step_live_changes(blocks, phases);
+    std::vector<std::size_t> remaining_bytes(phases, 0);
+    std::int64_t live_bytes = 0;
+    for (std::size_t phase = 0; phase < phases; ++phase) {
+      live_bytes += live_change[phase];
+      remaining_bytes[phase] = static_cast<std::size_t>(live_bytes);
     }
     most_remaining_ = phase_max_tree(remaining_bytes);
     excluded_floor_bytes_.assign(count, kNotExcluded);
@@ -296,11 +316,27 @@ private:
   };
   // What a turn changed, to undo it besides the unplaced blocks' live bytes: each floor it
   // raised (by its position in the unplaced list, which undoing the later turns restores).
-  // The skyline itself is kept only as those floors (Note [Skyline bound]).
+  // The skyline itself is kept only as those floors (Note [Skyline bound]). One word each
+  // (Note [Search scratch]): the old floor is below the span searched, under
+  // kMaxSkylineSpanBytes, and the position below kMaxSkylineBlocks.
   struct floor_change {
-    std::size_t position, old_bytes;
+    std::uint64_t packed = 0;  // old floor << kRankBits | position
+    floor_change() noexcept = default;
+    floor_change(std::size_t position, std::size_t old_bytes) noexcept
+        : packed((static_cast<std::uint64_t>(old_bytes) << kRankBits) | position) {}
+    std::size_t position() const noexcept { return static_cast<std::size_t>(packed & kRankMask); }
+    std::size_t old_bytes() const noexcept { return static_cast<std::size_t>(packed >> kRankBits); }
   };
 
+public:
+  // Note [Search scratch]: the undo log and the frames, kept from one search of a layout
+  // to the next.
+  struct scratch {
+    std::vector<floor_change> floor_changes;
+    std::vector<frame> frames;
+  };
+
+private:
   // Note [Skyline turns]: the order of a turn's choices, floor first, then rank; kNoChoice
   // for a block that would end at or above the best span.
   std::uint64_t choice_key(std::size_t position) const noexcept {
@@ -404,7 +440,7 @@ private:
         // Note [Canonical turns]: a barred block whose floor rises may be chosen again -- its
         // key falls, which the kept candidates do not allow for (Note [Skyline turns]).
         if (excluded_floor_bytes_[unplaced_[position]] == unplaced_floor_bytes_[position]) candidates_valid_ = false;
-        floor_changes_.push_back({position, unplaced_floor_bytes_[position]});
+        floor_changes_.emplace_back(position, unplaced_floor_bytes_[position]);
         unplaced_floor_bytes_[position] = top_bytes;
       }
     }
@@ -442,7 +478,7 @@ private:
     const search_block& block = blocks_[turn.placed];
     add_remaining(block, static_cast<std::int64_t>(block.size_bytes));
     for (std::size_t change = floor_changes_.size(); change > turn.floor_mark; --change)
-      unplaced_floor_bytes_[floor_changes_[change - 1].position] = floor_changes_[change - 1].old_bytes;
+      unplaced_floor_bytes_[floor_changes_[change - 1].position()] = floor_changes_[change - 1].old_bytes();
     floor_changes_.resize(turn.floor_mark);
     // Back into the list at its position; the block moved there goes back to the end.
     const std::size_t position = position_[turn.placed];
@@ -479,8 +515,8 @@ private:
   std::vector<std::size_t> unplaced_floor_bytes_, unplaced_size_bytes_;
   std::vector<std::uint64_t> unplaced_rank_;
   lifetime_columns unplaced_lifetimes_;
-  std::vector<floor_change> floor_changes_;
-  std::vector<frame> frames_;
+  std::vector<floor_change>& floor_changes_;  // Note [Search scratch]
+  std::vector<frame>& frames_;
   // Note [Skyline turns]: blocks whose keys were the smallest at the last scan, and the
   // smallest key of the others then (kNoChoice when none); valid until a turn is undone.
   std::vector<std::size_t> candidates_;
@@ -501,11 +537,11 @@ private:
 
 // Runs one search (deviation_seed 0) or dive from the blocks' layout of `span_bytes` for at
 // most `turn_budget` turns; where it finds a narrower layout, sets the blocks' offsets to it.
-// Returns the span, 0 when cancelled.
+// Returns the span, 0 when cancelled. `kept`: Note [Search scratch].
 std::size_t search_once(std::vector<step_block>& blocks, std::size_t span_bytes, std::size_t peak_bytes,
                         skyline_preference preference, std::size_t turn_budget, const std::atomic<bool>* cancel,
-                        std::uint64_t deviation_seed) {
-  skyline_search search(blocks, preference, span_bytes, cancel, deviation_seed);
+                        std::uint64_t deviation_seed, skyline_search::scratch& kept) {
+  skyline_search search(blocks, preference, span_bytes, cancel, deviation_seed, kept);
   if (!search.run(turn_budget, peak_bytes)) return 0;
   if (search.best_span_bytes() >= span_bytes) return span_bytes;
   for (std::size_t index = 0; index < blocks.size(); ++index) blocks[index].offset_bytes = search.best_offsets()[index];
@@ -526,10 +562,11 @@ std::size_t search_turn_budget(const std::vector<step_block>& blocks) {
 // Note [Skyline dives]: up to kRandomDives seeded dives by the area preference, each from
 // the narrowest layout so far. Returns the span, 0 when cancelled.
 std::size_t run_dives(std::vector<step_block>& blocks, std::size_t span_bytes, std::size_t peak_bytes,
-                      const std::atomic<bool>* cancel) {
+                      const std::atomic<bool>* cancel, skyline_search::scratch& kept) {
   for (std::size_t dive = 1; dive <= kRandomDives && span_bytes > peak_bytes; ++dive) {
     const std::uint64_t seed = 0x9E3779B97F4A7C15ull * dive;  // an odd number times 1-8: never 0
-    span_bytes = search_once(blocks, span_bytes, peak_bytes, skyline_preference::largest_area, blocks.size(), cancel, seed);
+    span_bytes =
+        search_once(blocks, span_bytes, peak_bytes, skyline_preference::largest_area, blocks.size(), cancel, seed, kept);
     if (span_bytes == 0) return 0;
   }
   return span_bytes;
@@ -541,21 +578,23 @@ std::size_t skyline_layout(std::vector<step_block>& blocks, std::size_t span_byt
   const std::size_t turn_budget = search_turn_budget(blocks);
   if (!searchable(blocks, span_bytes, turn_budget)) return span_bytes;
   const std::size_t peak_bytes = step_peak_bytes(blocks);
+  skyline_search::scratch kept;  // Note [Search scratch]
   bool area_narrowed = false;
   for (const skyline_preference preference : kSkylinePreferences) {
     if (span_bytes <= peak_bytes) break;
-    const std::size_t searched = search_once(blocks, span_bytes, peak_bytes, preference, turn_budget, cancel, 0);
+    const std::size_t searched = search_once(blocks, span_bytes, peak_bytes, preference, turn_budget, cancel, 0, kept);
     if (searched == 0) return 0;
     if (searched < span_bytes && preference == skyline_preference::largest_area) area_narrowed = true;
     span_bytes = searched;
   }
   if (!area_narrowed) return span_bytes;
-  return run_dives(blocks, span_bytes, peak_bytes, cancel);  // Note [Skyline dives]
+  return run_dives(blocks, span_bytes, peak_bytes, cancel, kept);  // Note [Skyline dives]
 }
 
 std::size_t skyline_dives(std::vector<step_block>& blocks, std::size_t span_bytes, const std::atomic<bool>* cancel) {
   if (!searchable(blocks, span_bytes, search_turn_budget(blocks))) return span_bytes;
-  return run_dives(blocks, span_bytes, step_peak_bytes(blocks), cancel);
+  skyline_search::scratch kept;  // Note [Search scratch]
+  return run_dives(blocks, span_bytes, step_peak_bytes(blocks), cancel, kept);
 }
 
 }  // namespace fragless::core
