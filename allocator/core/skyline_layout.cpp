@@ -317,13 +317,13 @@ private:
   // What a turn changed, to undo it besides the unplaced blocks' live bytes: each floor it
   // raised (by its position in the unplaced list, which undoing the later turns restores).
   // The skyline itself is kept only as those floors (Note [Skyline bound]). One word each
-  // (Note [Search scratch]): the old floor is below the span searched, under
-  // kMaxSkylineSpanBytes, and the position below kMaxSkylineBlocks.
+  // (Note [Search scratch]); the old floor is below the span searched.
   struct floor_change {
     std::uint64_t packed = 0;  // old floor << kRankBits | position
     floor_change() noexcept = default;
-    floor_change(std::size_t position, std::size_t old_bytes) noexcept
-        : packed((static_cast<std::uint64_t>(old_bytes) << kRankBits) | position) {}
+    floor_change(std::size_t position, std::size_t old_bytes) noexcept : packed((std::uint64_t{old_bytes} << kRankBits) | position) {
+      assert(position <= kRankMask && old_bytes < kMaxSkylineSpanBytes);
+    }
     std::size_t position() const noexcept { return static_cast<std::size_t>(packed & kRankMask); }
     std::size_t old_bytes() const noexcept { return static_cast<std::size_t>(packed >> kRankBits); }
   };
