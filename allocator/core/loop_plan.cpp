@@ -266,10 +266,10 @@ void loop_plan::clear_log() noexcept {
 // The log is bounded (kMaxLogTokens), and it is read while it grows: a doubling vector
 // copied the whole log at each doubling and touched pages twice over, the kernel zeroing
 // each -- on the corpus, in the pass where most plans hand over, most of the allocator's
-// page faults and a tenth of its time (`perf` over `fragless-bench replay` of seeds 1-8 of
-// every family, three repetitions against two). So recording reserves the whole bound at
-// once: address space only, its pages made as the log first reaches them, and none
-// copied. Kept, as the log's capacity always was, for the next recording.
+// page faults there and nearly a tenth of its time (`perf` over `fragless-bench replay`
+// of seeds 1-8 of every family, three repetitions against two). So recording reserves
+// the whole bound at once: address space only, its pages made as the log first reaches
+// them, and none copied. Kept, as the log's capacity always was, for the next recording.
 void loop_plan::append(const logged_token& entry) noexcept {
   try {
     if (log_.size() >= kMaxLogTokens && active_ && !refused_ && log_through_plan_) {
