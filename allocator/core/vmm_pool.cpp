@@ -1,6 +1,7 @@
 // The large pool in VMM mode (see vmm_pool.hpp): set-up and teardown of the shared range,
 // the entry point that chooses between the shared range and a mapping of its own, and
-// releasing blocks. Placement and pages: vmm_pool_pages.cpp; mappings: vmm_pool_mappings.cpp.
+// releasing blocks. Placement and pages: vmm_pool_pages.cpp; chunks moved, created and
+// released: vmm_pool_chunks.cpp; mappings: vmm_pool_mappings.cpp.
 // Invariant: see vmm_pool.hpp.
 // Not thread-safe: the device cache holds the device lock around every call.
 #include "core/vmm_pool.hpp"

@@ -50,7 +50,7 @@ constexpr std::size_t kFirstGrowthEdgeRunPages = 4;
 // and the two would take turns every step (measured: thousands of calls per step on the
 // corpus' dynamic-shape family) -- except a wholly free chunk too large to be moved where
 // a run lacks pages, given back only where creating would pass the mark (Note [Chunks
-// given back], vmm_pool_pages.cpp). The shared range is instead where huge blocks go once
+// given back], vmm_pool_chunks.cpp). The shared range is instead where huge blocks go once
 // their sizes take turns: its pages serve a block of any size, a mapping only its own.
 // So a huge request (at least dedicated_mapping_threshold_bytes) that no cached mapping
 // fits exactly gets a mapping of its own only when its memory is new -- it would pass the
