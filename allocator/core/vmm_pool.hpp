@@ -17,9 +17,10 @@
 // Not thread-safe: the device cache holds the device lock around every call.
 // Code (each file holds the notes it implements): vmm_pool.cpp (set-up, entry points,
 // releasing blocks), vmm_pool_pages.cpp (placement, page cache, physical chunks, access),
-// vmm_pool_chunks.cpp (page moves, where a chunk comes from), vmm_pool_mappings.cpp (dedicated and stitched mappings), vmm_pool_compaction.cpp,
-// vmm_pool_growth.cpp (growth rules), vmm_pool_plans.cpp (loop plans),
-// vmm_pool_sharing.cpp (IPC pieces), vmm_pool_dormant.cpp (deferred unmaps).
+// vmm_pool_chunks.cpp (page moves, where a chunk comes from), vmm_pool_mappings.cpp
+// (dedicated and stitched mappings), vmm_pool_compaction.cpp, vmm_pool_growth.cpp (growth
+// rules), vmm_pool_plans.cpp (loop plans), vmm_pool_sharing.cpp (IPC pieces),
+// vmm_pool_dormant.cpp (deferred unmaps).
 #pragma once
 
 #include <algorithm>
