@@ -133,8 +133,6 @@ class page_map {
   std::size_t live_total_bytes_ = 0;
   std::size_t live_high_water_bytes_ = 0;
   std::size_t touched_high_water_pages_ = 0;
-  // How many of the page's neighbours are mapped.
-  std::size_t mapped_neighbours(std::size_t page) const noexcept;
 };
 
 }  // namespace fragless::core
