@@ -6,7 +6,7 @@ A replay times every allocator call, but its host ns/op counts only the trace's 
 frees it makes at each pass's end, where a loop plan over a whole pass is found and laid out,
 count in the longest call alone (Note [Frees at a pass's end] in bench/replay/replayer.cpp).
 A profile that mixes the two mostly shows those layouts. This script keeps them apart: it
-builds the library and the benchmark with frame pointers (so that every frame, the
+builds the library, the benchmark and simcuda with frame pointers (so that every frame, the
 benchmark's `free_at_pass_end` among them, is on the recorded stacks), runs `perf record
 --call-graph fp` over the given fragless-bench command on simcuda, and reports, for the
 samples taken inside the allocator's calls on the replaying thread, the shares under
@@ -18,7 +18,7 @@ usage: scripts/host_profile.py [--build DIR] [--top N] [--frequency HZ] -- BENCH
 
   BENCH_ARGS     a fragless-bench command, e.g.
                  corpus --families many-streams --seeds 30 --repetitions 5 --jobs 1
-                 --allocators fragless --no-table --csv /tmp/rows.csv
+                 --allocators fragless --no-table --csv rows.csv
                  (--jobs 1 keeps one replay at a time; each replay is its own process,
                  all of them recorded)
   --build DIR    the frame-pointer build (default build/profile; configured and built here)

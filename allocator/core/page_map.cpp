@@ -39,7 +39,7 @@ std::size_t page_map::unmapped_pages(std::uintptr_t address, std::size_t size_by
 // either side it joins or splits. Page by page, a chunk of a large block took a set
 // insert, two neighbour tests and a branch for each of its pages: on corpus `huge-tensors`
 // seeds making pages present was 36 % of the host time ns/op counts, recording the new
-// chunk 4-5 % of it (scripts/host_profile.py). Instructions inside the allocator's calls,
+// chunk about 5 % of it (scripts/host_profile.py). Instructions inside the allocator's calls,
 // layouts aside (scripts/count_instructions.py, 13 seeds of five families, every peak and
 // call the same): 0.98x in all, `huge-tensors` 0.94-0.98x, one-page chunks
 // (`kv-cache-eviction`) 1.00-1.01x; host time against PyTorch's replayed beside it (seeds
