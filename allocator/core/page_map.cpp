@@ -26,6 +26,10 @@ page_map::page_span page_map::span_of(std::uintptr_t address, std::size_t size_b
   return span;
 }
 
+std::size_t page_map::mapped_neighbours(std::size_t first, std::size_t end) const noexcept {
+  return (first > 0 && mapped_.contains(first - 1) ? 1 : 0) + (end < pages_.size() && mapped_.contains(end) ? 1 : 0);
+}
+
 std::size_t page_map::unmapped_pages(std::uintptr_t address, std::size_t size_bytes,
                                     std::size_t limit) const noexcept {
   const std::size_t first = first_page(address);
@@ -56,9 +60,7 @@ void page_map::set_mapped(std::size_t first, std::size_t count, backend::physica
     target.chunk_pages = index == first ? static_cast<std::uint32_t>(count) : 0;
   }
   // The new run joins 0, 1 or 2 neighbouring runs: +1, 0 or -1 runs.
-  const bool left_mapped = first > 0 && mapped_.contains(first - 1);
-  const bool right_mapped = end < pages_.size() && mapped_.contains(end);
-  mapped_run_count_ = mapped_run_count_ + 1 - (left_mapped ? 1 : 0) - (right_mapped ? 1 : 0);
+  mapped_run_count_ = mapped_run_count_ + 1 - mapped_neighbours(first, end);
   mapped_.insert_range(first, end);
   // An unmapped page holds no live byte (a page with live bytes is mapped), so every page
   // of the chunk is a cached free page.
@@ -81,9 +83,7 @@ backend::physical_handle page_map::set_unmapped(std::size_t head) {
   mapped_.erase_range(head, end);
   cached_free_.erase_range(head, end);
   // The run it leaves splits into what is mapped on either side: -1, 0 or +1 runs.
-  const bool left_mapped = head > 0 && mapped_.contains(head - 1);
-  const bool right_mapped = end < pages_.size() && mapped_.contains(end);
-  mapped_run_count_ = mapped_run_count_ + (left_mapped ? 1 : 0) + (right_mapped ? 1 : 0) - 1;
+  mapped_run_count_ = mapped_run_count_ + mapped_neighbours(head, end) - 1;
   return pages_[head].handle;
 }
 

@@ -133,6 +133,8 @@ class page_map {
   std::size_t live_total_bytes_ = 0;
   std::size_t live_high_water_bytes_ = 0;
   std::size_t touched_high_water_pages_ = 0;
+  // How many of the pages beside [first, end), the one before and the one after, are mapped.
+  std::size_t mapped_neighbours(std::size_t first, std::size_t end) const noexcept;
 };
 
 }  // namespace fragless::core
