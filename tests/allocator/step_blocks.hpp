@@ -1,6 +1,7 @@
 // Helpers for tests of step layouts (step_layout_test, layout_repair_test,
-// stream_affinity_test): blocks of a step made from phases, random and serving steps, the
-// check every layout must pass, and the checks and tally of a search over layouts.
+// stream_affinity_test, skyline_and_ring_layout_test): blocks of a step made from phases,
+// random and serving steps, the check every layout must pass, the checks and tally of a
+// search over layouts, and the refined narrowest order's layout searches start from.
 // Invariant: live_at and layout_faults follow the lifetimes' definition in
 // core/step_layout.hpp (phase by phase, independent of lifetimes_meet).
 #pragma once
@@ -156,5 +157,29 @@ struct searched_steps {
   double before() const { return std::exp(log_before_sum / static_cast<double>(steps)); }
   double after() const { return std::exp(log_after_sum / static_cast<double>(steps)); }
 };
+
+// The narrowest order's layout (the earliest among equal spans, as the layout race keeps,
+// Note [Layout race]) and its placing sequence. Sets `blocks` and `sequence`; returns the span.
+inline std::size_t narrowest_order(const std::vector<core::step_block>& step, std::vector<core::step_block>* blocks,
+                                   std::vector<std::size_t>* sequence) {
+  std::size_t narrowest = SIZE_MAX;
+  for (core::layout_order order : core::kLayoutOrders) {
+    std::vector<core::step_block> laid_out = step;
+    const std::size_t span = core::lay_out(laid_out, order, nullptr);
+    if (span < narrowest) {
+      narrowest = span;
+      *blocks = laid_out;
+      *sequence = core::placing_order(step, order);
+    }
+  }
+  return narrowest;
+}
+
+// That layout refined (Note [Layout refinement]): what the skyline search starts from.
+inline std::size_t refined_narrowest(const std::vector<core::step_block>& step, std::vector<core::step_block>* blocks) {
+  std::vector<std::size_t> sequence;
+  const std::size_t narrowest = narrowest_order(step, blocks, &sequence);
+  return core::refine_layout(*blocks, sequence, narrowest, nullptr);
+}
 
 }  // namespace fragless::testing
