@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -34,9 +33,8 @@ using fragless::testing::live_at;
 using fragless::testing::growing_caches_step;
 using fragless::testing::make_block;
 using fragless::testing::peak_live_bytes;
-using fragless::testing::random_step;
-
 using fragless::testing::narrowest_order;
+using fragless::testing::random_step;
 using fragless::testing::refined_narrowest;
 
 TEST_CASE("every layout order places blocks that live at once apart, at or above their peak", "[step_layout]") {
