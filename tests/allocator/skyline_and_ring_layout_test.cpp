@@ -33,8 +33,8 @@ constexpr std::size_t kRandomStepPhases = 64;
 // Runs `search` on random steps of 60 blocks (seeds 1-60), each from the refined narrowest
 // order's layout (searched_steps::add checks each).
 template <typename Search>
-fragless::testing::searched_steps search_random_steps(Search search) {
-  fragless::testing::searched_steps result;
+searched_steps search_random_steps(Search search) {
+  searched_steps result;
   for (std::uint32_t seed = 1; seed <= 60; ++seed) {
     INFO("seed " << seed);
     const std::vector<step_block> step = random_step(seed, 60, kRandomStepPhases);
@@ -52,7 +52,7 @@ TEST_CASE("the skyline search narrows refined layouts, never widens them, and is
   // Measured on these 60 seeds: 29 refined layouts above their step's peak, 18 narrowed,
   // 12 of them to the peak; 1.0114x -> 1.0074x the peak, geometric mean (the longest-lived
   // preference alone: 14 narrowed, 10 to the peak, 1.0081x).
-  const fragless::testing::searched_steps result = search_random_steps(fragless::core::skyline_layout);
+  const searched_steps result = search_random_steps(fragless::core::skyline_layout);
   CHECK(result.above_peak >= 20);  // something to search
   CHECK(result.narrower >= 15);
   CHECK(result.reached_peak >= 10);
@@ -65,7 +65,7 @@ TEST_CASE("skyline dives narrow refined layouts, never widen them, and are the s
   // area search narrowed). Measured on these 60 seeds: 29 refined layouts above their
   // step's peak, 11 narrowed, 1.0114x -> 1.0086x the peak, geometric mean (the three
   // searches: 18 narrowed, 1.0074x).
-  const fragless::testing::searched_steps result = search_random_steps(fragless::core::skyline_dives);
+  const searched_steps result = search_random_steps(fragless::core::skyline_dives);
   CHECK(result.above_peak >= 20);  // something to narrow
   CHECK(result.narrower >= 8);
   CHECK(result.after() <= result.before() - 0.002);
@@ -92,7 +92,7 @@ TEST_CASE("serving steps of growing caches: the skyline search in the step's ord
   // (1.153x, geometric mean); the three searches narrow 18 of them, to 1.069x (17, 3 to the
   // peak, 1.073x before Note [Canonical turns]). Without the step-order preference: 7
   // narrowed, none to the peak, 1.131x.
-  fragless::testing::searched_steps skyline;  // checks each step as searched_steps::add says
+  searched_steps skyline;
   for (std::uint32_t seed = 1; seed <= 20; ++seed) {
     INFO("seed " << seed);
     std::size_t phases = 0;
@@ -158,7 +158,7 @@ TEST_CASE("the ring layout places blocks that live at once apart, never widens, 
   // From the refined narrowest order, on random steps of 60 blocks (search_random_steps
   // checks each step); the ring is for queues and caches (below), so nothing here says it
   // narrows these.
-  const fragless::testing::searched_steps result =
+  const searched_steps result =
       search_random_steps([](std::vector<step_block>& blocks, std::size_t start_span, const std::atomic<bool>* cancel) {
         return fragless::core::ring_layout(blocks, kRandomStepPhases, peak_live_bytes(blocks, kRandomStepPhases),
                                            start_span, cancel);
@@ -202,7 +202,7 @@ TEST_CASE("queues, growing caches and a queue among temporaries: the ring narrow
     const char* name = step_kind == kind::queue            ? "queues"
                        : step_kind == kind::growing_caches ? "growing caches"
                                                            : "a queue among temporaries";
-    fragless::testing::searched_steps ring;  // checks each step as searched_steps::add says
+    searched_steps ring;
     for (std::uint32_t seed = 1; seed <= 20; ++seed) {
       INFO(name << " seed " << seed);
       std::size_t phases = 0;
@@ -214,8 +214,9 @@ TEST_CASE("queues, growing caches and a queue among temporaries: the ring narrow
       std::vector<step_block> searched;
       const std::size_t searched_span =
           fragless::core::skyline_layout(searched, refined_narrowest(step, &searched), nullptr);
-      const auto ring_search = [&](std::vector<step_block>& blocks, std::size_t start_span, auto cancelled) {
-        return fragless::core::ring_layout(blocks, phases, peak, start_span, cancelled);
+      const auto ring_search = [&](std::vector<step_block>& blocks, std::size_t start_span,
+                                   const std::atomic<bool>* cancel) {
+        return fragless::core::ring_layout(blocks, phases, peak, start_span, cancel);
       };
       ring.add(ring_search, searched, searched_span, peak, phases);
     }
